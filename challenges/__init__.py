@@ -1,0 +1,1 @@
+"""What is planned and run: challenges, activities on the shared clock, targets, runs of tests."""

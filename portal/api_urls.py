@@ -1,0 +1,9 @@
+"""The /api/v1/ root: each app adds its router here as it gains an API."""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("status/", views.StatusView.as_view(), name="api-status"),
+]

@@ -1,0 +1,309 @@
+"""The README's two commands: `bin/portal run` and `bin/portal test` (after bin/portal's setup step).
+
+run:  services (DATABASE_URL / REDIS_URL, or private PostgreSQL and Redis under var/), migrate, the testbed,
+      the demo, then gunicorn, a Celery worker and Celery beat in the foreground until Ctrl-C, which stops
+      everything this command started.
+test: the same services, then the whole pytest suite (the suite starts the testbed itself when it is down).
+
+Plain Python on purpose: it runs before Django is configured, because it decides the database URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from portal import processes
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = ROOT / "var"
+RUN = VAR / "run"
+PYTHON = sys.executable
+
+
+def log(message: str) -> None:
+    print(f"[portal] {message}", flush=True)
+
+
+def load_dotenv() -> None:
+    """Read .env into the environment (values already set win), as settings.py does."""
+    path = ROOT / ".env"
+    if not path.exists():
+        return
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+
+
+# --- private PostgreSQL --------------------------------------------------------------------------------
+
+
+def _pg_bin(name: str) -> str:
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
+    found = candidates[0] if candidates else shutil.which(name)
+    if not found:
+        raise SystemExit(f"PostgreSQL's {name} not found: install the postgresql package or set DATABASE_URL.")
+    return found
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster in var/postgres, listening on 127.0.0.1 only, trust auth, no Unix socket."""
+
+    user = "postgres"
+
+    def __init__(self) -> None:
+        self.dir = VAR / "postgres"
+        self.data = self.dir / "data"
+        self.port_file = self.dir / "port"
+
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port()}/portal"
+
+    def port(self) -> int:
+        return int(self.port_file.read_text())
+
+    def running(self) -> bool:
+        return processes.read_pid(self.data / "postmaster.pid") is not None
+
+    def start(self) -> bool:
+        """Start the cluster (creating it the first time). False when it was already running."""
+        if self.running():
+            return False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        owner = self.user if processes.is_root() else os.environ.get("USER", "")
+        if not (self.data / "PG_VERSION").exists():
+            log("creating a private PostgreSQL cluster in var/postgres")
+            self.data.mkdir(parents=True, exist_ok=True)
+            processes.chown_tree(self.dir, owner)
+            self._run([_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
+        preferred = int(os.environ.get("PORTAL_PG_PORT", "55432"))
+        port = preferred if processes.port_free(preferred) else processes.free_port(preferred + 1)
+        self.port_file.write_text(str(port))
+        processes.chown_tree(self.dir, owner)
+        options = f"-p {port} -h 127.0.0.1 -k '' -c fsync=off -c full_page_writes=off"
+        self._run([_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "postgres.log"),
+                   "-o", options, "-w", "-t", "60", "start"])
+        self._create_database()
+        return True
+
+    def stop(self) -> None:
+        if self.running():
+            self._run([_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"])
+
+    def _run(self, argv: list[str]) -> None:
+        runner = processes.as_user(argv, self.user) if processes.is_root() else argv
+        result = subprocess.run(runner, cwd="/", capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SystemExit(f"{' '.join(argv[:2])} failed:\n{result.stdout}{result.stderr}")
+
+    def _create_database(self) -> None:
+        import psycopg
+
+        with psycopg.connect(f"host=127.0.0.1 port={self.port()} user=postgres dbname=postgres",
+                             autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'portal'").fetchone()
+            if not exists:
+                conn.execute("CREATE DATABASE portal")
+
+
+# --- private Redis -------------------------------------------------------------------------------------
+
+
+class PrivateRedis:
+    """A Redis server in var/redis on 127.0.0.1, keeping nothing on disk."""
+
+    def __init__(self) -> None:
+        self.dir = VAR / "redis"
+        self.pidfile = self.dir / "redis.pid"
+        self.port_file = self.dir / "port"
+
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port()}/0"
+
+    def port(self) -> int:
+        return int(self.port_file.read_text())
+
+    def running(self) -> bool:
+        return processes.read_pid(self.pidfile) is not None
+
+    def start(self) -> bool:
+        if self.running():
+            return False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        server = shutil.which("redis-server")
+        if not server:
+            raise SystemExit("redis-server not found: install the redis-server package or set REDIS_URL.")
+        preferred = int(os.environ.get("PORTAL_REDIS_PORT", "56379"))
+        port = preferred if processes.port_free(preferred) else processes.free_port(preferred + 1)
+        self.port_file.write_text(str(port))
+        argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "",
+                "--appendonly", "no", "--daemonize", "no"]
+        pid = processes.start(argv, pidfile=self.pidfile, logfile=self.dir / "redis.log")
+        if not processes.wait_for_port(port, pid=pid):
+            raise SystemExit(f"Redis did not start: see {self.dir / 'redis.log'}")
+        return True
+
+    def stop(self) -> None:
+        processes.stop(self.pidfile)
+
+
+# --- the stack -----------------------------------------------------------------------------------------
+
+
+class Stack:
+    """The services a command needs, remembering which ones it started so that it stops only those."""
+
+    def __init__(self) -> None:
+        self.cleanups: list[tuple[str, Callable[[], None]]] = []
+
+    def services(self) -> None:
+        load_dotenv()
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+        if os.environ.get("DATABASE_URL"):
+            log("database: DATABASE_URL from the environment")
+        else:
+            pg = PrivatePostgres()
+            if pg.start():
+                self.cleanups.append(("PostgreSQL", pg.stop))
+            os.environ["DATABASE_URL"] = pg.url()
+            log(f"database: private PostgreSQL on 127.0.0.1:{pg.port()} (var/postgres)")
+        if os.environ.get("REDIS_URL"):
+            log("redis: REDIS_URL from the environment")
+        else:
+            redis = PrivateRedis()
+            if redis.start():
+                self.cleanups.append(("Redis", redis.stop))
+            os.environ["REDIS_URL"] = redis.url()
+            log(f"redis: private Redis on 127.0.0.1:{redis.port()} (var/redis)")
+
+    def manage(self, *args: str) -> None:
+        result = subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], cwd=ROOT)
+        if result.returncode != 0:
+            raise SystemExit(f"manage.py {' '.join(args)} failed (exit {result.returncode})")
+
+    def shutdown(self) -> None:
+        for name, cleanup in reversed(self.cleanups):
+            log(f"stopping {name}")
+            try:
+                cleanup()
+            except (Exception, SystemExit) as exc:  # keep stopping the rest
+                log(f"could not stop {name}: {exc}")
+        self.cleanups.clear()
+
+
+def command_run(args: argparse.Namespace) -> int:
+    stack = Stack()
+    children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        stack.services()
+        stack.manage("migrate", "--noinput", "-v", "0")
+        stack.manage("collectstatic", "--noinput", "-v", "0")
+        stack.manage("testbed", "up")
+        stack.cleanups.append(("the testbed", lambda: stack.manage("testbed", "down")))
+        stack.manage("load_demo")
+        port = int(os.environ.get("PORTAL_PORT", "8000"))
+        if not processes.port_free(port):
+            port = processes.free_port(port + 1)
+        commands = {
+            "web": [PYTHON, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+                    "--access-logfile", "-"],
+            "worker": [PYTHON, "-m", "celery", "-A", "portal", "worker", "-l", "info", "--concurrency", "2",
+                       "-Q", "default", "-n", "portal@%h"],
+            "beat": [PYTHON, "-m", "celery", "-A", "portal", "beat", "-l", "info",
+                     "-s", str(VAR / "celerybeat-schedule")],
+        }
+        for name, argv in commands.items():
+            # Own session: Ctrl-C reaches this launcher only, which then stops the children in order.
+            children[name] = subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
+        if not processes.wait_for_port(port, pid=children["web"].pid, timeout=30):
+            raise SystemExit("the web server did not start")
+        login = (VAR / "demo-login.txt").read_text().strip()
+        log(f"portal ready: http://127.0.0.1:{port}/   demo login: {login}")
+        log("testbed endpoints: .venv/bin/python manage.py testbed status   (Ctrl-C stops everything)")
+        while True:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    raise SystemExit(f"{name} exited with code {child.returncode}")
+            time.sleep(1)
+    except KeyboardInterrupt:
+        log("Ctrl-C: stopping")
+    finally:
+        for name, child in reversed(list(children.items())):
+            if child.poll() is None:
+                log(f"stopping {name}")
+                child.terminate()
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+        stack.shutdown()
+    return 0
+
+
+def command_test(args: argparse.Namespace) -> int:
+    stack = Stack()
+    try:
+        stack.services()
+        result = subprocess.run([PYTHON, "-m", "pytest", *args.pytest_args], cwd=ROOT)
+    finally:
+        stack.shutdown()
+    if result.returncode == 5:
+        log("pytest collected no tests: that is a failure for this project")
+        return 1
+    return result.returncode
+
+
+def command_services(args: argparse.Namespace) -> int:
+    """Start the services and print the environment to use them (for a shell or an IDE)."""
+    stack = Stack()
+    stack.services()
+    for key in ("DATABASE_URL", "REDIS_URL"):
+        print(f"export {key}={os.environ[key]}")
+    return 0
+
+
+def command_stop(args: argparse.Namespace) -> int:
+    """Stop whatever a killed launcher left running: private PostgreSQL and Redis, the testbed."""
+    load_dotenv()
+    subprocess.run([PYTHON, str(ROOT / "manage.py"), "testbed", "down"], cwd=ROOT, check=False)
+    PrivateRedis().stop()
+    PrivatePostgres().stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bin/portal", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="run the portal, a worker, beat and the testbed with a demo").set_defaults(
+        func=command_run)
+    test = sub.add_parser("test", help="run the whole test suite (extra arguments go to pytest)")
+    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    test.set_defaults(func=command_test)
+    sub.add_parser("services", help="start PostgreSQL/Redis and print their URLs").set_defaults(
+        func=command_services)
+    sub.add_parser("stop", help="stop private services and the testbed left running").set_defaults(
+        func=command_stop)
+    args = parser.parse_args(argv)
+    os.chdir(ROOT)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

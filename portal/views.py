@@ -1,0 +1,59 @@
+"""Project-level pages: home, health, the section placeholders of the navigation, and the API status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import health
+
+SECTIONS = {
+    "challenges": "Challenges: the shared clock, activities and their targets.",
+    "sites": "Sites: the registry of sites, storage endpoints, network hosts and capacities.",
+    "results": "Results: target versus achieved, FROM x TO matrices, failure causes and time series.",
+}
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """The landing page: what the portal is for and whether its services answer."""
+    return render(request, "home.html", {"health": health.portal_health()})
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Unauthenticated liveness for load balancers: 200 when the database and Redis answer, else 503."""
+    status = health.portal_health()
+    ok = status["database"] == "ok" and status["redis"] == "ok"
+    return JsonResponse(status, status=200 if ok else 503)
+
+
+@login_required
+def section(request: HttpRequest, section: str) -> HttpResponse:
+    """A top-level section of the navigation; each app replaces its own as it lands."""
+    return render(request, "section.html", {"section": section, "summary": SECTIONS[section]})
+
+
+class StatusView(APIView):
+    """The portal's service status: database, Redis, and when the Celery beat heartbeat last ran."""
+
+    @extend_schema(
+        responses=inline_serializer(
+            "Status",
+            {
+                "database": serializers.CharField(),
+                "redis": serializers.CharField(),
+                "last_heartbeat": serializers.DateTimeField(allow_null=True),
+            },
+        )
+    )
+    def get(self, request: Request) -> Response:
+        data: dict[str, Any] = health.portal_health()
+        return Response(data)

@@ -1,0 +1,1 @@
+"""What was measured: transfer records, rate rollups, reports, ingestion, rate analytics."""

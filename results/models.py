@@ -1,0 +1,1 @@
+"""Models of the results app (filled by the issues that build it)."""

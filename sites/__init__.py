@@ -1,0 +1,1 @@
+"""Who and where: experiments, sites, storage endpoints, network hosts, capacities, roles."""
