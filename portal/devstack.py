@@ -187,10 +187,13 @@ class Stack:
             os.environ["REDIS_URL"] = redis.url()
             log(f"redis: private Redis on 127.0.0.1:{redis.port()} (var/redis)")
 
-    def manage(self, *args: str) -> None:
-        result = subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], cwd=ROOT)
+    def manage(self, *args: str, capture: bool = False) -> str:
+        """Run a manage.py command; its output is returned when capture is set, else shown."""
+        result = subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE if capture else None)
         if result.returncode != 0:
             raise SystemExit(f"manage.py {' '.join(args)} failed (exit {result.returncode})")
+        return result.stdout or ""
 
     def shutdown(self) -> None:
         for name, cleanup in reversed(self.cleanups):
@@ -216,7 +219,7 @@ def command_run(args: argparse.Namespace) -> int:
         stack.manage("collectstatic", "--noinput", "-v", "0")
         stack.manage("testbed", "up")
         stack.cleanups.append(("the testbed", lambda: stack.manage("testbed", "down")))
-        stack.manage("load_demo")
+        demo = stack.manage("load_demo", capture=True).strip().splitlines()[-1]
         port = int(os.environ.get("PORTAL_PORT", "8000"))
         if not processes.port_free(port):
             port = processes.free_port(port + 1)
@@ -233,8 +236,7 @@ def command_run(args: argparse.Namespace) -> int:
             children[name] = subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
         if not processes.wait_for_port(port, pid=children["web"].pid, timeout=30):
             raise SystemExit("the web server did not start")
-        login = (VAR / "demo-login.txt").read_text().strip()
-        log(f"portal ready: http://127.0.0.1:{port}/   demo login: {login}")
+        log(f"portal ready: http://127.0.0.1:{port}/   {demo}")
         log("testbed endpoints: .venv/bin/python manage.py testbed status   (Ctrl-C stops everything)")
         while True:
             for name, child in children.items():

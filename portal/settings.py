@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "challenges",
     "results",
     "testbed",
+    "portal",
 ]
 
 MIDDLEWARE = [
@@ -153,15 +154,15 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 
 # The local testbed (testbed/): where its state lives, the first port it tries, and the tape emulation.
 TESTBED_DIR = env.path("TESTBED_DIR", default=str(VAR_DIR / "testbed"))
-TESTBED_HOST = env.str("TESTBED_HOST", default="localhost")
 TESTBED_BASE_PORT = env.int("TESTBED_BASE_PORT", default=21000)
 TESTBED_TAPE_DRIVES = env.int("TESTBED_TAPE_DRIVES", default=2)
 TESTBED_TAPE_DRIVE_RATE = env.float("TESTBED_TAPE_DRIVE_RATE", default=200e6)
 TESTBED_TAPE_MOUNT_TIME = env.float("TESTBED_TAPE_MOUNT_TIME", default=2.0)
 TESTBED_TAPE_STAGE_DELAY = env.float("TESTBED_TAPE_STAGE_DELAY", default=1.0)
 
-# Where the demo's login is written by `manage.py load_demo`.
+# The demo account made by `manage.py load_demo`; its password is generated once into DEMO_PASSWORD_FILE.
 DEMO_USERNAME = env.str("DEMO_USERNAME", default="demo")
+DEMO_PASSWORD_FILE = env.path("DEMO_PASSWORD_FILE", default=str(VAR_DIR / "demo-password"))
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,78 @@
+"""`manage.py testbed up|down|status|env|reset`: the local grid testbed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from testbed.grid import Testbed, TestbedConfig, remove_state
+
+
+class Command(BaseCommand):
+    help = "Start, stop or inspect the local grid testbed (XRootD sites, tape, WebDAV, iperf3)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("action", choices=["up", "run", "down", "status", "env", "reset"],
+                            help="up: start what is not running; run: up, then stay in the foreground until "
+                                 "stopped (for containers); down: stop all; status: every endpoint and whether "
+                                 "it answers; env: shell exports for gfal2 clients; reset: down and delete the "
+                                 "testbed's data and certificates")
+        parser.add_argument("--json", action="store_true", help="status as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        testbed = Testbed(TestbedConfig.from_settings())
+        action = options["action"]
+        if action in ("up", "run"):
+            try:
+                started = testbed.up()
+            except RuntimeError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"testbed up (started: {', '.join(started) or 'nothing, all running'})")
+            self._status(testbed, as_json=False)
+            self.stdout.write(f"sites document: {testbed.sites_document_path}")
+            if action == "run":
+                self._wait_then_stop(testbed, started)
+        elif action == "down":
+            stopped = testbed.down()
+            self.stdout.write(f"testbed down (stopped: {', '.join(stopped) or 'nothing was running'})")
+        elif action == "status":
+            healthy = self._status(testbed, as_json=options["json"])
+            if not healthy:
+                raise CommandError("some testbed endpoints do not answer (start them with: manage.py testbed up)")
+        elif action == "env":
+            for key, value in testbed.client_environment().items():
+                self.stdout.write(f"export {key}={value}")
+        elif action == "reset":
+            testbed.down()
+            remove_state(testbed.config)
+            self.stdout.write(f"testbed reset: removed {testbed.config.directory}")
+
+    def _wait_then_stop(self, testbed: Testbed, started: list[str]) -> None:
+        """Stay up until SIGTERM/SIGINT, then stop what this command started."""
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(5):
+            dead = [name for name, alive in testbed.running().items() if not alive and name in started]
+            if dead:
+                self.stderr.write(f"testbed processes exited: {', '.join(dead)}")
+                break
+        testbed.down(only=started)
+        self.stdout.write("testbed stopped")
+
+    def _status(self, testbed: Testbed, *, as_json: bool) -> bool:
+        rows = testbed.status()
+        if as_json:
+            self.stdout.write(json.dumps([
+                {"name": row.endpoint.name, "site": row.endpoint.site, "url": row.endpoint.url,
+                 "running": row.running, "answers": row.answers} for row in rows
+            ], indent=2))
+        else:
+            for row in rows:
+                state = "up" if row.answers else ("running, not answering" if row.running else "down")
+                self.stdout.write(f"  {row.endpoint.site:<10} {row.endpoint.name:<13} {row.endpoint.url:<40} {state}")
+        return all(row.answers for row in rows)

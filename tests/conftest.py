@@ -1,0 +1,61 @@
+"""Fixtures shared by the whole suite: the real testbed, gfal2 clients for it, and a real Celery worker."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from portal import processes
+from testbed.client import gfal2_context
+from testbed.grid import Testbed, TestbedConfig
+
+
+@pytest.fixture(scope="session")
+def testbed() -> Iterator[Testbed]:
+    """The running testbed; what the session had to start is stopped after it."""
+    bed = Testbed(TestbedConfig.from_settings())
+    started = bed.up()
+    yield bed
+    if started:
+        bed.down(only=started)
+
+
+@pytest.fixture
+def gfal(testbed: Testbed) -> Any:
+    """A fresh gfal2 context pointed at the testbed."""
+    return gfal2_context(testbed)
+
+
+@pytest.fixture
+def celery_worker_process(django_db_setup: None, tmp_path: Path) -> Iterator[str]:
+    """A real Celery worker (its own process, the real Redis broker) on a private queue; yields the queue name.
+
+    The worker uses the test database, so its tasks see what a transactional test committed.
+    """
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{connection.settings_dict['NAME']}",
+    }
+    pidfile = tmp_path / "worker.pid"
+    argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--concurrency", "1",
+            "-Q", queue, "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "-l", "info"]
+    processes.start(argv, pidfile=pidfile, logfile=tmp_path / "worker.log", env=env, cwd=settings.BASE_DIR)
+    try:
+        yield queue
+    finally:
+        processes.stop(pidfile)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Persistent connections of the live server's thread would keep the test database busy at teardown.
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
