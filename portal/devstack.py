@@ -38,8 +38,8 @@ def load_dotenv() -> None:
     path = ROOT / ".env"
     if not path.exists():
         return
-    for line in path.read_text().splitlines():
-        line = line.strip()
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
         key, value = line.split("=", 1)
@@ -92,8 +92,21 @@ class PrivatePostgres:
         self.port_file.write_text(str(port))
         processes.chown_tree(self.dir, owner)
         options = f"-p {port} -h 127.0.0.1 -k '' -c fsync=off -c full_page_writes=off"
-        self._run([_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "postgres.log"),
-                   "-o", options, "-w", "-t", "60", "start"])
+        self._run(
+            [
+                _pg_bin("pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.dir / "postgres.log"),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
         self._create_database()
         return True
 
@@ -110,8 +123,9 @@ class PrivatePostgres:
     def _create_database(self) -> None:
         import psycopg
 
-        with psycopg.connect(f"host=127.0.0.1 port={self.port()} user=postgres dbname=postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port()} user=postgres dbname=postgres", autocommit=True
+        ) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'portal'").fetchone()
             if not exists:
                 conn.execute("CREATE DATABASE portal")
@@ -147,8 +161,21 @@ class PrivateRedis:
         preferred = int(os.environ.get("PORTAL_REDIS_PORT", "56379"))
         port = preferred if processes.port_free(preferred) else processes.free_port(preferred + 1)
         self.port_file.write_text(str(port))
-        argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "",
-                "--appendonly", "no", "--daemonize", "no"]
+        argv = [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+        ]
         pid = processes.start(argv, pidfile=self.pidfile, logfile=self.dir / "redis.log")
         if not processes.wait_for_port(port, pid=pid):
             raise SystemExit(f"Redis did not start: see {self.dir / 'redis.log'}")
@@ -165,7 +192,7 @@ class Stack:
     """The services a command needs, remembering which ones it started so that it stops only those."""
 
     def __init__(self) -> None:
-        self.cleanups: list[tuple[str, Callable[[], None]]] = []
+        self.cleanups: list[tuple[str, Callable[[], object]]] = []
 
     def services(self) -> None:
         load_dotenv()
@@ -189,11 +216,17 @@ class Stack:
 
     def manage(self, *args: str, capture: bool = False) -> str:
         """Run a manage.py command; its output is returned when capture is set, else shown."""
-        result = subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], cwd=ROOT, text=True,
-                                stdout=subprocess.PIPE if capture else None)
+        result = subprocess.run(
+            [PYTHON, str(ROOT / "manage.py"), *args], cwd=ROOT, text=True, stdout=subprocess.PIPE if capture else None
+        )
         if result.returncode != 0:
             raise SystemExit(f"manage.py {' '.join(args)} failed (exit {result.returncode})")
         return result.stdout or ""
+
+    def manage_ok(self, *args: str) -> bool:
+        """Whether a manage.py command succeeds (its output hidden)."""
+        result = subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], cwd=ROOT, capture_output=True)
+        return result.returncode == 0
 
     def shutdown(self) -> None:
         for name, cleanup in reversed(self.cleanups):
@@ -217,19 +250,55 @@ def command_run(args: argparse.Namespace) -> int:
         stack.services()
         stack.manage("migrate", "--noinput", "-v", "0")
         stack.manage("collectstatic", "--noinput", "-v", "0")
+        testbed_was_up = stack.manage_ok("testbed", "status")
         stack.manage("testbed", "up")
-        stack.cleanups.append(("the testbed", lambda: stack.manage("testbed", "down")))
+        if not testbed_was_up:
+            stack.cleanups.append(("the testbed", lambda: stack.manage("testbed", "down")))
         demo = stack.manage("load_demo", capture=True).strip().splitlines()[-1]
         port = int(os.environ.get("PORTAL_PORT", "8000"))
         if not processes.port_free(port):
             port = processes.free_port(port + 1)
         commands = {
-            "web": [PYTHON, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-                    "--access-logfile", "-"],
-            "worker": [PYTHON, "-m", "celery", "-A", "portal", "worker", "-l", "info", "--concurrency", "2",
-                       "-Q", "default", "-n", "portal@%h"],
-            "beat": [PYTHON, "-m", "celery", "-A", "portal", "beat", "-l", "info",
-                     "-s", str(VAR / "celerybeat-schedule")],
+            "web": [
+                PYTHON,
+                "-m",
+                "gunicorn",
+                "portal.wsgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                "2",
+                "--access-logfile",
+                "-",
+            ],
+            "worker": [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "-l",
+                "info",
+                "--concurrency",
+                "2",
+                "-Q",
+                "default",
+                "-n",
+                "portal@%h",
+            ],
+            "beat": [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "beat",
+                "-l",
+                "info",
+                "-s",
+                str(VAR / "celerybeat-schedule"),
+            ],
         }
         for name, argv in commands.items():
             # Own session: Ctrl-C reaches this launcher only, which then stops the children in order.
@@ -290,19 +359,22 @@ def command_stop(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bin/portal", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bin/portal", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="run the portal, a worker, beat and the testbed with a demo").set_defaults(
-        func=command_run)
-    test = sub.add_parser("test", help="run the whole test suite (extra arguments go to pytest)")
-    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    test.set_defaults(func=command_test)
-    sub.add_parser("services", help="start PostgreSQL/Redis and print their URLs").set_defaults(
-        func=command_services)
-    sub.add_parser("stop", help="stop private services and the testbed left running").set_defaults(
-        func=command_stop)
-    args = parser.parse_args(argv)
+        func=command_run
+    )
+    sub.add_parser("test", help="run the whole test suite (extra arguments go to pytest)").set_defaults(
+        func=command_test
+    )
+    sub.add_parser("services", help="start PostgreSQL/Redis and print their URLs").set_defaults(func=command_services)
+    sub.add_parser("stop", help="stop private services and the testbed left running").set_defaults(func=command_stop)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "test":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.pytest_args = extra
     os.chdir(ROOT)
     return int(args.func(args))
 

@@ -62,10 +62,25 @@ def ensure_pki(root: Path) -> Pki:
     for sub in ("ca", "certificates", "host"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     if not pki.ca_cert.exists():
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", CA_SUBJECT,
-                 "-keyout", str(pki.ca_key), "-out", str(pki.ca_cert),
-                 "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "3650",
+            "-subj",
+            CA_SUBJECT,
+            "-keyout",
+            str(pki.ca_key),
+            "-out",
+            str(pki.ca_cert),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        )
     csr = root / "host" / "host.csr"
     ext = root / "host" / "host.ext"
     ext.write_text(
@@ -74,10 +89,26 @@ def ensure_pki(root: Path) -> Pki:
         "extendedKeyUsage=serverAuth,clientAuth\n"
         "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
     )
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", HOST_SUBJECT,
-             "-keyout", str(pki.host_key), "-out", str(csr))
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(pki.ca_cert), "-CAkey", str(pki.ca_key),
-             "-CAcreateserial", "-days", "825", "-extfile", str(ext), "-out", str(pki.host_cert))
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", HOST_SUBJECT, "-keyout", str(pki.host_key), "-out", str(csr)
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(pki.ca_cert),
+        "-CAkey",
+        str(pki.ca_key),
+        "-CAcreateserial",
+        "-days",
+        "825",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(pki.host_cert),
+    )
     pki.host_key.chmod(0o600)
     pki.host_bundle.write_text(pki.host_cert.read_text() + pki.host_key.read_text())
     pki.host_bundle.chmod(0o600)

@@ -15,12 +15,13 @@ State (ports, PIDs, configs, data, logs) lives under the testbed directory, by d
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import ssl
 import sys
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,15 @@ NGINX_USER = "www-data"
 
 # Fixed offsets from the base port, so that URLs stay the same from one start to the next when the ports are free.
 PORT_OFFSETS = {
-    "t0.root": 0, "t0.https": 1,
-    "t1a.root": 2, "t1a.https": 3,
-    "t1b.root": 4, "t1b.https": 5,
-    "tape.root": 6, "tape.rest": 7, "tape.control": 8,
+    "t0.root": 0,
+    "t0.https": 1,
+    "t1a.root": 2,
+    "t1a.https": 3,
+    "t1b.root": 4,
+    "t1b.https": 5,
+    "tape.root": 6,
+    "tape.rest": 7,
+    "tape.control": 8,
     "webdav.https": 9,
     "iperf3": 10,
 }
@@ -140,38 +146,90 @@ class Testbed:
         saved = self._load_ports()
         return {key: saved.get(key, self.config.base_port + offset) for key, offset in PORT_OFFSETS.items()}
 
-    def _assign_ports(self, keep: set[str]) -> dict[str, int]:
-        """Ports for the next start: kept for running processes, else preferred, else the next free one."""
+    def _assign_ports(self, running: set[str]) -> dict[str, int]:
+        """Ports for the next start: kept for running processes, else the saved or preferred one if free, else
+        the next free port above it."""
         current = self.ports()
-        chosen: dict[str, int] = {}
+        kept = {key: port for key, port in current.items() if self._owner(key) in running}
+        chosen: dict[str, int] = dict(kept)
         for key, offset in PORT_OFFSETS.items():
-            if key.split(".")[0] in keep:
-                chosen[key] = current[key]
+            if key in kept:
                 continue
             preferred = current[key] if processes.port_free(current[key]) else self.config.base_port + offset
-            taken = set(chosen.values()) | {current[k] for k in current if k.split(".")[0] in keep}
-            chosen[key] = processes.free_port(preferred, taken)
-        return chosen
+            chosen[key] = processes.free_port(preferred, set(chosen.values()))
+        return {key: chosen[key] for key in PORT_OFFSETS}
 
     def endpoints(self) -> list[Endpoint]:
         host = self.config.host
         ports = self.ports()
         result: list[Endpoint] = []
         for site in DISK_SITES:
-            result.append(Endpoint(f"{site.key}.root", site.name, f"root://{host}:{ports[f'{site.key}.root']}//data",
-                                   ports[f"{site.key}.root"], site.key, tpc_modes=["pull"]))
-            result.append(Endpoint(f"{site.key}.https", site.name, f"davs://{host}:{ports[f'{site.key}.https']}/data",
-                                   ports[f"{site.key}.https"], site.key, tpc_modes=["pull", "push", "streamed"]))
-        result.append(Endpoint("tape.root", TAPE_SITE, f"root://{host}:{ports['tape.root']}//data",
-                               ports["tape.root"], "tape", kind="tape", tpc_modes=["pull"]))
-        result.append(Endpoint("tape.rest", TAPE_SITE, f"davs://{host}:{ports['tape.rest']}/data",
-                               ports["tape.rest"], "tape-rest", kind="tape", implementation="other",
-                               checksums=False))
-        result.append(Endpoint("webdav.https", WEBDAV_SITE, f"davs://{host}:{ports['webdav.https']}/data",
-                               ports["webdav.https"], "webdav", implementation="other", tpc_modes=["streamed"],
-                               checksums=False))
-        result.append(Endpoint("iperf3", DISK_SITES[0].name, f"iperf3://{host}:{ports['iperf3']}",
-                               ports["iperf3"], "iperf3", kind="network", implementation="iperf3"))
+            result.append(
+                Endpoint(
+                    f"{site.key}.root",
+                    site.name,
+                    f"root://{host}:{ports[f'{site.key}.root']}//data",
+                    ports[f"{site.key}.root"],
+                    site.key,
+                    tpc_modes=["pull"],
+                )
+            )
+            result.append(
+                Endpoint(
+                    f"{site.key}.https",
+                    site.name,
+                    f"davs://{host}:{ports[f'{site.key}.https']}/data",
+                    ports[f"{site.key}.https"],
+                    site.key,
+                    tpc_modes=["pull", "push", "streamed"],
+                )
+            )
+        result.append(
+            Endpoint(
+                "tape.root",
+                TAPE_SITE,
+                f"root://{host}:{ports['tape.root']}//data",
+                ports["tape.root"],
+                "tape",
+                kind="tape",
+                tpc_modes=["pull"],
+            )
+        )
+        result.append(
+            Endpoint(
+                "tape.rest",
+                TAPE_SITE,
+                f"davs://{host}:{ports['tape.rest']}/data",
+                ports["tape.rest"],
+                "tape-rest",
+                kind="tape",
+                implementation="other",
+                checksums=False,
+            )
+        )
+        result.append(
+            Endpoint(
+                "webdav.https",
+                WEBDAV_SITE,
+                f"davs://{host}:{ports['webdav.https']}/data",
+                ports["webdav.https"],
+                "webdav",
+                implementation="other",
+                tpc_modes=["streamed"],
+                checksums=False,
+            )
+        )
+        result.append(
+            Endpoint(
+                "iperf3",
+                DISK_SITES[0].name,
+                f"iperf3://{host}:{ports['iperf3']}",
+                ports["iperf3"],
+                "iperf3",
+                kind="network",
+                implementation="iperf3",
+            )
+        )
         return result
 
     def endpoint(self, name: str) -> Endpoint:
@@ -207,12 +265,11 @@ class Testbed:
         self.dir.mkdir(parents=True, exist_ok=True)
         ensure_pki(self.pki.root)
         running = {name for name, alive in self.running().items() if alive}
-        keep = {key.split(".")[0] for key in PORT_OFFSETS if self._owner(key) in running}
-        ports = self._assign_ports(keep)
+        ports = self._assign_ports(running)
         self.state_file.write_text(json.dumps({"ports": ports, "host": self.config.host}, indent=2))
         started: list[str] = []
-        starters = {
-            **{site.key: (lambda site=site: self._start_xrootd_site(site)) for site in DISK_SITES},
+        starters: dict[str, Callable[[], None]] = {
+            **{site.key: functools.partial(self._start_xrootd_site, site) for site in DISK_SITES},
             "tape-rest": self._start_tape_daemon,
             "tape": self._start_tape_xrootd,
             "webdav": self._start_nginx,
@@ -241,11 +298,13 @@ class Testbed:
 
     def status(self) -> list[EndpointStatus]:
         running = self.running()
-        return [EndpointStatus(endpoint, running[endpoint.process], processes.port_answers(endpoint.port))
-                for endpoint in self.endpoints()]
+        return [
+            EndpointStatus(endpoint, running[endpoint.process], processes.port_answers(endpoint.port))
+            for endpoint in self.endpoints()
+        ]
 
     def _owner(self, port_key: str) -> str:
-        prefix = port_key.split(".")[0]
+        prefix = port_key.split(".", maxsplit=1)[0]
         if prefix == "tape":
             return "tape" if port_key == "tape.root" else "tape-rest"
         return prefix
@@ -317,8 +376,11 @@ class Testbed:
         config.write_text("\n".join(lines) + "\n")
         if processes.is_root():
             processes.chown_tree(base, XROOTD_USER)
-        processes.start(self._xrootd_argv(site.key, config), pidfile=self._pidfile(site.key),
-                        logfile=self.dir / "log" / f"{site.key}.out")
+        processes.start(
+            self._xrootd_argv(site.key, config),
+            pidfile=self._pidfile(site.key),
+            logfile=self.dir / "log" / f"{site.key}.out",
+        )
 
     # --- the tape site ---------------------------------------------------------------------------------
 
@@ -333,18 +395,31 @@ class Testbed:
         if processes.is_root():
             processes.chown_tree(self.tape_dir, XROOTD_USER)
         argv = [
-            sys.executable, "-m", "testbed.tape",
-            "--root", str(self.tape_dir),
-            "--host", self.config.host,
-            "--https-port", str(ports["tape.rest"]),
-            "--control-port", str(ports["tape.control"]),
-            "--cert", str(self.pki.host_cert),
-            "--key", str(self.pki.host_key),
-            "--drives", str(self.config.tape_drives),
-            "--drive-rate", str(self.config.tape_drive_rate),
-            "--mount-time", str(self.config.tape_mount_time),
-            "--stage-delay", str(self.config.tape_stage_delay),
-            "--sitename", TAPE_SITE,
+            sys.executable,
+            "-m",
+            "testbed.tape",
+            "--root",
+            str(self.tape_dir),
+            "--host",
+            self.config.host,
+            "--https-port",
+            str(ports["tape.rest"]),
+            "--control-port",
+            str(ports["tape.control"]),
+            "--cert",
+            str(self.pki.host_cert),
+            "--key",
+            str(self.pki.host_key),
+            "--drives",
+            str(self.config.tape_drives),
+            "--drive-rate",
+            str(self.config.tape_drive_rate),
+            "--mount-time",
+            str(self.config.tape_mount_time),
+            "--stage-delay",
+            str(self.config.tape_stage_delay),
+            "--sitename",
+            TAPE_SITE,
         ]
         processes.start(argv, pidfile=self._pidfile("tape-rest"), logfile=self._log("tape-rest"), cwd=REPO)
 
@@ -354,10 +429,13 @@ class Testbed:
         wrappers = base / "bin"
         wrappers.mkdir(parents=True, exist_ok=True)
         prep, mss = wrappers / "prep.sh", wrappers / "mss.sh"
-        prep.write_text(f"#!/bin/sh\nexec {SYSTEM_PYTHON} {REPO / 'testbed' / 'tape_prep.py'} "
-                        f"--control http://127.0.0.1:{ports['tape.control']} \"$@\"\n")
-        mss.write_text(f"#!/bin/sh\nexec {SYSTEM_PYTHON} {REPO / 'testbed' / 'tape_mss.py'} "
-                       f"--tape-root {base / 'tape'} \"$@\"\n")
+        prep.write_text(
+            f"#!/bin/sh\nexec {SYSTEM_PYTHON} {REPO / 'testbed' / 'tape_prep.py'} "
+            f'--control http://127.0.0.1:{ports["tape.control"]} "$@"\n'
+        )
+        mss.write_text(
+            f'#!/bin/sh\nexec {SYSTEM_PYTHON} {REPO / "testbed" / "tape_mss.py"} --tape-root {base / "tape"} "$@"\n'
+        )
         prep.chmod(0o755)
         mss.chmod(0o755)
         lines = [
@@ -372,24 +450,29 @@ class Testbed:
         config.write_text("\n".join(lines) + "\n")
         if processes.is_root():
             processes.chown_tree(base, XROOTD_USER)
-        processes.start(self._xrootd_argv("tape", config), pidfile=self._pidfile("tape"),
-                        logfile=self.dir / "log" / "tape.out")
+        processes.start(
+            self._xrootd_argv("tape", config), pidfile=self._pidfile("tape"), logfile=self.dir / "log" / "tape.out"
+        )
 
     def tape_put(self, path: str, data: bytes) -> Path:
-        """Put a file on the emulated tape only (offline until staged), as if a site had migrated it."""
-        target = self.tape_dir / "tape" / path.lstrip("/")
+        """Put a file on the emulated tape only (offline until staged), as if the site had migrated it.
+
+        path is relative to the endpoints' /data root, as in :meth:`url`.
+        """
+        root = self.tape_dir / "tape"
+        target = root / "data" / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         if processes.is_root():
-            for entry in [target, *target.relative_to(self.tape_dir).parents]:
-                full = self.tape_dir / entry if not entry.is_absolute() else entry
-                if full != self.tape_dir:
-                    shutil.chown(full, XROOTD_USER, XROOTD_USER)
+            for entry in (target, *target.parents):
+                if entry == root:
+                    break
+                shutil.chown(entry, XROOTD_USER, XROOTD_USER)
         return target
 
     def tape_disk_path(self, path: str) -> Path:
-        """Where a staged copy of path appears on the tape site's disk buffer."""
-        return self.tape_dir / "disk" / path.lstrip("/")
+        """Where a staged copy of path (relative to /data) appears in the tape site's disk buffer."""
+        return self.tape_dir / "disk" / "data" / path.lstrip("/")
 
     # --- the plain WebDAV site (nginx) -----------------------------------------------------------------
 
@@ -401,27 +484,27 @@ class Testbed:
         conf = base / "nginx.conf"
         module = Path("/usr/lib/nginx/modules/ngx_http_dav_ext_module.so")
         user_line = f"user {NGINX_USER};" if processes.is_root() else ""
-        conf.write_text(f"""# Generated by testbed/grid.py: a plain WebDAV site with no third-party copy and no checksums.
-{f'load_module {module};' if module.exists() else ''}
+        conf.write_text(f"""# Generated by testbed/grid.py: plain WebDAV, no third-party copy, no checksums.
+{f"load_module {module};" if module.exists() else ""}
 {user_line}
 worker_processes 1;
-pid {self.dir / 'run' / 'nginx-master.pid'};
-error_log {self._log('webdav')} info;
+pid {self.dir / "run" / "nginx-master.pid"};
+error_log {self._log("webdav")} info;
 events {{ worker_connections 256; }}
 http {{
-    access_log {self.dir / 'log' / 'webdav-access.log'};
-    client_body_temp_path {base / 'tmp'};
-    proxy_temp_path {base / 'tmp'};
-    fastcgi_temp_path {base / 'tmp'};
-    uwsgi_temp_path {base / 'tmp'};
-    scgi_temp_path {base / 'tmp'};
+    access_log {self.dir / "log" / "webdav-access.log"};
+    client_body_temp_path {base / "tmp"};
+    proxy_temp_path {base / "tmp"};
+    fastcgi_temp_path {base / "tmp"};
+    uwsgi_temp_path {base / "tmp"};
+    scgi_temp_path {base / "tmp"};
     client_max_body_size 0;
     server {{
         listen 127.0.0.1:{port} ssl;
         server_name localhost;
         ssl_certificate {self.pki.host_cert};
         ssl_certificate_key {self.pki.host_key};
-        root {base / 'data'};
+        root {base / "data"};
         location / {{
             # davix sends MKCOL without the trailing slash that nginx's dav module insists on.
             if ($request_method = MKCOL) {{ rewrite ^(.*[^/])$ $1/ break; }}
@@ -452,8 +535,11 @@ http {{
     def client_environment(self) -> dict[str, str]:
         """Environment for gfal2 clients: the testbed CA and a bearer token (XrdHttpTPC rejects gridsite creds)."""
         # GFAL_PYTHONBIN: the gfal-* scripts look for `python`, which Debian does not install by default.
-        return {"X509_CERT_DIR": str(self.pki.cert_dir), "BEARER_TOKEN": self.config.bearer_token,
-                "GFAL_PYTHONBIN": SYSTEM_PYTHON}
+        return {
+            "X509_CERT_DIR": str(self.pki.cert_dir),
+            "BEARER_TOKEN": self.config.bearer_token,
+            "GFAL_PYTHONBIN": SYSTEM_PYTHON,
+        }
 
     def https_prefixes(self) -> Iterator[str]:
         """The davs:// URL prefixes of the testbed, for per-prefix gfal2 credentials."""
@@ -484,25 +570,38 @@ http {{
         loopback_rate = 1.25e9  # 10 Gb/s: the nominal network capacity we give every testbed site
         sites: dict[str, dict[str, Any]] = {
             name: {
-                "name": name, "tier": tier, "country": "CH", "experiments": list(EXPERIMENTS),
-                "capacity": {"network_rate": loopback_rate}, "endpoints": [], "network_hosts": [],
+                "name": name,
+                "tier": tier,
+                "country": "CH",
+                "experiments": list(EXPERIMENTS),
+                "capacity": {"network_rate": loopback_rate},
+                "endpoints": [],
+                "network_hosts": [],
             }
             for name, tier in tiers.items()
         }
-        sites[TAPE_SITE]["capacity"].update({
-            "tape_drives": self.config.tape_drives, "tape_drive_rate": self.config.tape_drive_rate,
-            "staging_request_limit": 1000,
-        })
+        sites[TAPE_SITE]["capacity"].update(
+            {
+                "tape_drives": self.config.tape_drives,
+                "tape_drive_rate": self.config.tape_drive_rate,
+                "staging_request_limit": 1000,
+            }
+        )
         for endpoint in self.endpoints():
             site = sites[endpoint.site]
             if endpoint.kind == "network":
                 site["network_hosts"].append(endpoint.url.removeprefix("iperf3://"))
                 continue
             rse = f"{endpoint.site.replace('-', '_')}_{rses.get(endpoint.site, 'DATADISK')}"
-            site["endpoints"].append({
-                "url": endpoint.url, "implementation": endpoint.implementation, "kind": endpoint.kind,
-                "tpc_modes": endpoint.tpc_modes, "rse": [rse],
-            })
+            site["endpoints"].append(
+                {
+                    "url": endpoint.url,
+                    "implementation": endpoint.implementation,
+                    "kind": endpoint.kind,
+                    "tpc_modes": endpoint.tpc_modes,
+                    "rse": [rse],
+                }
+            )
         return {"experiments": [{"name": name} for name in EXPERIMENTS], "sites": list(sites.values())}
 
     def write_sites_document(self) -> Path:

@@ -47,8 +47,26 @@ def celery_worker_process(django_db_setup: None, tmp_path: Path) -> Iterator[str
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{connection.settings_dict['NAME']}",
     }
     pidfile = tmp_path / "worker.pid"
-    argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--concurrency", "1",
-            "-Q", queue, "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "-l", "info"]
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "portal",
+        "worker",
+        "--pool",
+        "solo",
+        "--concurrency",
+        "1",
+        "-Q",
+        queue,
+        "-n",
+        f"{queue}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "-l",
+        "info",
+    ]
     processes.start(argv, pidfile=pidfile, logfile=tmp_path / "worker.log", env=env, cwd=settings.BASE_DIR)
     try:
         yield queue

@@ -45,8 +45,10 @@ def parse_iperf3(data: dict[str, Any] | str) -> dict[str, Any]:
         end = raw["end"]
         sent, received = end["sum_sent"], end["sum_received"]
         summary = _stream({**received, "retransmits": sent.get("retransmits", 0)})
-        streams = [_stream({**stream["receiver"], "retransmits": stream["sender"].get("retransmits", 0)})
-                   for stream in end["streams"]]
+        streams = [
+            _stream({**stream["receiver"], "retransmits": stream["sender"].get("retransmits", 0)})
+            for stream in end["streams"]
+        ]
     except (KeyError, TypeError) as exc:
         raise Iperf3Error(f"not an iperf3 JSON result: missing {exc}") from exc
     return {
@@ -58,10 +60,22 @@ def parse_iperf3(data: dict[str, Any] | str) -> dict[str, Any]:
     }
 
 
-def run_iperf3(host: str, port: int, *, seconds: int = 3, streams: int = 1, timeout: float | None = None) -> dict[str, Any]:
+def run_iperf3(
+    host: str, port: int, *, seconds: int = 3, streams: int = 1, timeout: float | None = None
+) -> dict[str, Any]:
     """Run an iperf3 client against host:port and return the pScheduler-shaped result."""
-    argv = ["iperf3", "--client", host, "--port", str(port), "--time", str(seconds),
-            "--parallel", str(streams), "--json"]
+    argv = [
+        "iperf3",
+        "--client",
+        host,
+        "--port",
+        str(port),
+        "--time",
+        str(seconds),
+        "--parallel",
+        str(streams),
+        "--json",
+    ]
     try:
         completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout or seconds + 30)
     except subprocess.TimeoutExpired as exc:

@@ -17,7 +17,8 @@ def test_a_real_iperf3_run_parses_into_a_pscheduler_throughput_result(testbed: T
     summary = result["summary"]["summary"]
     assert summary["throughput-bits"] > 1e8  # loopback moves far more than 100 Mb/s
     assert summary["throughput-bytes"] * 8 / (summary["end"] - summary["start"]) == pytest.approx(
-        summary["throughput-bits"], rel=0.05)
+        summary["throughput-bits"], rel=0.05
+    )
     assert len(result["summary"]["streams"]) == 2
     assert result["intervals"] and len(result["intervals"][0]["streams"]) == 2
 

@@ -72,9 +72,7 @@ def test_davs_to_davs_http_third_party_copy_in_each_mode(
     assert gfal.checksum(source, "ADLER32") == gfal.checksum(destination, "ADLER32") == adler32(payload)
 
 
-def test_streamed_copy_to_the_plain_webdav_site(
-    testbed: Testbed, gfal: Any, payload: bytes, source_url: str
-) -> None:
+def test_streamed_copy_to_the_plain_webdav_site(testbed: Testbed, gfal: Any, payload: bytes, source_url: str) -> None:
     destination = testbed.url("webdav.https", source_url)
     events = copy(gfal, testbed.url("t0.https", source_url), destination, mode="streamed", checksum=False)
     assert any("streamed" in event for event in events), events
@@ -90,15 +88,16 @@ def test_plain_webdav_site_offers_no_checksum(testbed: Testbed, gfal: Any, sourc
         gfal.checksum(destination, "ADLER32")
 
 
-def test_gfal_copy_cli_with_the_readme_environment_does_third_party_copy(
-    testbed: Testbed, source_url: str
-) -> None:
+def test_gfal_copy_cli_with_the_readme_environment_does_third_party_copy(testbed: Testbed, source_url: str) -> None:
     """Debian's gfal-copy, set up as the README says (testbed env), copies davs -> davs in pull mode."""
     env = {**os.environ, **testbed.client_environment()}
     source, destination = testbed.url("t0.https", source_url), testbed.url("t1a.https", f"cli/{source_url}")
     result = subprocess.run(
         ["gfal-copy", "-p", "-f", "-K", "ADLER32", "--copy-mode", "pull", "-v", source, destination],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "3rd pull" in result.stdout + result.stderr

@@ -16,11 +16,14 @@ class Command(BaseCommand):
     help = "Start, stop or inspect the local grid testbed (XRootD sites, tape, WebDAV, iperf3)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("action", choices=["up", "run", "down", "status", "env", "reset"],
-                            help="up: start what is not running; run: up, then stay in the foreground until "
-                                 "stopped (for containers); down: stop all; status: every endpoint and whether "
-                                 "it answers; env: shell exports for gfal2 clients; reset: down and delete the "
-                                 "testbed's data and certificates")
+        parser.add_argument(
+            "action",
+            choices=["up", "run", "down", "status", "env", "reset"],
+            help="up: start what is not running; run: up, then stay in the foreground until "
+            "stopped (for containers); down: stop all; status: every endpoint and whether "
+            "it answers; env: shell exports for gfal2 clients; reset: down and delete the "
+            "testbed's data and certificates",
+        )
         parser.add_argument("--json", action="store_true", help="status as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -67,10 +70,21 @@ class Command(BaseCommand):
     def _status(self, testbed: Testbed, *, as_json: bool) -> bool:
         rows = testbed.status()
         if as_json:
-            self.stdout.write(json.dumps([
-                {"name": row.endpoint.name, "site": row.endpoint.site, "url": row.endpoint.url,
-                 "running": row.running, "answers": row.answers} for row in rows
-            ], indent=2))
+            self.stdout.write(
+                json.dumps(
+                    [
+                        {
+                            "name": row.endpoint.name,
+                            "site": row.endpoint.site,
+                            "url": row.endpoint.url,
+                            "running": row.running,
+                            "answers": row.answers,
+                        }
+                        for row in rows
+                    ],
+                    indent=2,
+                )
+            )
         else:
             for row in rows:
                 state = "up" if row.answers else ("running, not answering" if row.running else "down")

@@ -1,0 +1,48 @@
+"""The project's own pages and API: health, status, schema, navigation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_api_schema_builds_without_warnings(tmp_path: Any) -> None:
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
+    assert "/api/v1/status/" in (tmp_path / "schema.yaml").read_text()
+
+
+def test_healthz_answers_without_login_when_database_and_redis_answer(client: Client) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["database"] == "ok"
+    assert response.json()["redis"] == "ok"
+
+
+def test_api_status_refuses_anonymous_callers(client: Client) -> None:
+    response = client.get("/api/v1/status/")
+    assert response.status_code == 403
+    assert "detail" in response.json()
+
+
+def test_api_status_reports_the_services_to_a_logged_in_user(client: Client, django_user_model: Any) -> None:
+    client.force_login(django_user_model.objects.create_user("viewer"))
+    body = client.get("/api/v1/status/").json()
+    assert body["database"] == "ok" and body["redis"] == "ok"
+
+
+@pytest.mark.parametrize("path", ["/", "/challenges/", "/sites/", "/results/"])
+def test_pages_send_anonymous_visitors_to_the_login(client: Client, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_the_demo_command_prints_a_login_that_works(client: Client, capsys: Any) -> None:
+    call_command("load_demo")
+    username, password = capsys.readouterr().out.strip().split(": ", 1)[1].split(" / ")
+    assert client.login(username=username, password=password)
