@@ -12,7 +12,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 
@@ -65,13 +65,19 @@ def start(
     return proc.pid
 
 
-def stop(pidfile: Path, *, timeout: float = 10.0, sig: int = signal.SIGTERM) -> bool:
+def stop(pidfile: Path, *, timeout: float = 10.0) -> bool:
     """Stop the process group recorded in pidfile (TERM, then KILL after timeout). True if one was running."""
     pid = read_pid(pidfile)
+    pidfile.unlink(missing_ok=True)
     if pid is None:
-        pidfile.unlink(missing_ok=True)
         return False
-    _signal_group(pid, sig)
+    stop_pid(pid, timeout=timeout)
+    return True
+
+
+def stop_pid(pid: int, *, timeout: float = 10.0) -> None:
+    """Stop a process and its group: TERM, then KILL after timeout."""
+    _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(pid)
@@ -82,8 +88,23 @@ def stop(pidfile: Path, *, timeout: float = 10.0, sig: int = signal.SIGTERM) -> 
         _signal_group(pid, signal.SIGKILL)
         time.sleep(0.1)
         _reap(pid)
-    pidfile.unlink(missing_ok=True)
-    return True
+
+
+def pids_mentioning(text: str, programs: Collection[str]) -> list[int]:
+    """PIDs of live processes of the given programs (by the name in argv[0] or argv[2] for `python -m X`)
+    whose command line contains text."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        names = {Path(argv[0]).name, argv[2] if len(argv) > 2 and argv[1] == "-m" else ""}
+        if names & set(programs) and text in " ".join(argv) and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
 
 
 def _signal_group(pid: int, sig: int) -> None:

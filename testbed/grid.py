@@ -294,7 +294,12 @@ class Testbed:
     def down(self, only: Iterable[str] | None = None) -> list[str]:
         """Stop the testbed's processes (or only those named). Returns the names of those that were running."""
         names = [name for name in reversed(self._process_names()) if only is None or name in set(only)]
-        return [name for name in names if processes.stop(self._pidfile(name))]
+        stopped = [name for name in names if processes.stop(self._pidfile(name))]
+        if only is None:
+            # Servers of this testbed whose PID files were lost (a killed launcher, a deleted run/ directory).
+            for pid in processes.pids_mentioning(str(self.dir), {"xrootd", "nginx", "testbed.tape"}):
+                processes.stop_pid(pid)
+        return stopped
 
     def status(self) -> list[EndpointStatus]:
         running = self.running()
