@@ -58,12 +58,17 @@ def _pg_bin(name: str) -> str:
 
 
 class PrivatePostgres:
-    """A PostgreSQL cluster in var/postgres, listening on 127.0.0.1 only, trust auth, no Unix socket."""
+    """A PostgreSQL cluster in var/postgres, listening on 127.0.0.1 only, trust auth, no Unix socket.
+
+    As root the server runs as the `postgres` user, which must be able to reach var/. When the checkout sits
+    below a directory closed to other users (such as /root), the cluster lives in /var/tmp instead, with
+    var/postgres pointing at it.
+    """
 
     user = "postgres"
 
     def __init__(self) -> None:
-        self.dir = VAR / "postgres"
+        self.dir = processes.reachable_directory(VAR / "postgres", self.user)
         self.data = self.dir / "data"
         self.port_file = self.dir / "port"
 

@@ -6,6 +6,7 @@ Used by the development stack (private PostgreSQL/Redis, web, workers) and by th
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pwd
 import signal
@@ -186,3 +187,25 @@ def as_user(argv: Sequence[str], user: str) -> list[str]:
     if is_root():
         return ["runuser", "-u", user, "--", *argv]
     return list(argv)
+
+
+def reachable_directory(path: Path, user: str) -> Path:
+    """path, or, when user cannot reach it (a checkout below /root), a directory in /var/tmp that path links to.
+
+    Servers that drop root privileges (PostgreSQL, XRootD, nginx workers) open their files by path as user.
+    """
+    if path.is_symlink() or not is_root():
+        return path.resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(as_user(["test", "-x", str(path.parent)], user), capture_output=True).returncode == 0:
+        return path
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
+    target = Path("/var/tmp") / f"portal-{path.name}-{digest}"
+    target.mkdir(parents=True, exist_ok=True)
+    target.chmod(0o755)
+    if path.exists() and not any(path.iterdir()):
+        path.rmdir()
+    if not path.exists():
+        path.symlink_to(target)
+    print(f"[portal] {path.parent} is closed to user {user}: {path.name} lives in {target}", flush=True)
+    return target

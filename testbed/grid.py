@@ -128,7 +128,8 @@ class Testbed:
 
     def __init__(self, config: TestbedConfig) -> None:
         self.config = config
-        self.dir = config.directory
+        # XRootD and nginx workers drop root and open these files by path: the directory must be theirs to reach.
+        self.dir = processes.reachable_directory(config.directory, XROOTD_USER)
         self.state_file = self.dir / "state.json"
         self.pki = Pki(self.dir / "pki")
 
@@ -434,13 +435,12 @@ class Testbed:
         wrappers = base / "bin"
         wrappers.mkdir(parents=True, exist_ok=True)
         prep, mss = wrappers / "prep.sh", wrappers / "mss.sh"
-        prep.write_text(
-            f"#!/bin/sh\nexec {SYSTEM_PYTHON} {REPO / 'testbed' / 'tape_prep.py'} "
-            f'--control http://127.0.0.1:{ports["tape.control"]} "$@"\n'
-        )
-        mss.write_text(
-            f'#!/bin/sh\nexec {SYSTEM_PYTHON} {REPO / "testbed" / "tape_mss.py"} --tape-root {base / "tape"} "$@"\n'
-        )
+        # Copies of the programs (standalone, stdlib only), so that XRootD's user need not reach the checkout.
+        for program in ("tape_prep.py", "tape_mss.py"):
+            shutil.copyfile(REPO / "testbed" / program, wrappers / program)
+        control = f"http://127.0.0.1:{ports['tape.control']}"
+        prep.write_text(f'#!/bin/sh\nexec {SYSTEM_PYTHON} {wrappers / "tape_prep.py"} --control {control} "$@"\n')
+        mss.write_text(f'#!/bin/sh\nexec {SYSTEM_PYTHON} {wrappers / "tape_mss.py"} --tape-root {base / "tape"} "$@"\n')
         prep.chmod(0o755)
         mss.chmod(0o755)
         lines = [
