@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -151,6 +152,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "heartbeat": {"task": "portal.tasks.heartbeat", "schedule": 60.0},
 }
+
+# The registry: whether storage endpoints may use file:// (only for the local testbed), API token lifetime,
+# and whether anonymous visitors may read challenge pages.
+SITES_ALLOW_FILE_ENDPOINTS = env.bool("SITES_ALLOW_FILE_ENDPOINTS", default=False)
+API_TOKEN_DAYS = env.int("API_TOKEN_DAYS", default=365)
+ANONYMOUS_READ = env.bool("ANONYMOUS_READ", default=False)
 
 # The local testbed (testbed/): where its state lives, the first port it tries, and the tape emulation.
 TESTBED_DIR = env.path("TESTBED_DIR", default=str(VAR_DIR / "testbed"))
