@@ -1,9 +1,10 @@
 """The /api/v1/ root: each app adds its router here as it gains an API."""
 
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
 urlpatterns = [
     path("status/", views.StatusView.as_view(), name="api-status"),
+    path("", include("sites.api.urls")),
 ]

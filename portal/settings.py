@@ -123,13 +123,14 @@ CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The token class first: anonymous calls and bad tokens then get 401 with WWW-Authenticate: Token.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "sites.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 100,
+    "DEFAULT_PAGINATION_CLASS": "portal.pagination.BoundedLimitOffsetPagination",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Data Challenge Portal API",
@@ -158,6 +159,24 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 SITES_ALLOW_FILE_ENDPOINTS = env.bool("SITES_ALLOW_FILE_ENDPOINTS", default=False)
 API_TOKEN_DAYS = env.int("API_TOKEN_DAYS", default=365)
 ANONYMOUS_READ = env.bool("ANONYMOUS_READ", default=False)
+
+# Optional OpenID Connect login (INDIGO IAM / WLCG tokens); off unless OIDC_ENABLED.
+OIDC_ENABLED = env.bool("OIDC_ENABLED", default=False)
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid profile email wlcg.groups")
+OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="wlcg.groups")
+# For example "/atlas/coordinators=coordinator,/atlas=viewer,/atlas/ddm=ddm:ATLAS,/cern/admins=site-admin:CERN-PROD"
+OIDC_GROUP_ROLES = env.str("OIDC_GROUP_ROLES", default="")
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if OIDC_ENABLED:
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS.append("sites.oidc.PortalOIDCBackend")
 
 # The local testbed (testbed/): where its state lives, the first port it tries, and the tape emulation.
 TESTBED_DIR = env.path("TESTBED_DIR", default=str(VAR_DIR / "testbed"))

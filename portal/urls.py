@@ -1,5 +1,6 @@
 """Top-level URLs: pages, the admin, login, and the API under /api/v1/ with its schema and docs."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -11,12 +12,20 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("challenges/", views.section, {"section": "challenges"}, name="challenges"),
-    path("sites/", views.section, {"section": "sites"}, name="sites"),
+    path("sites/", include("sites.urls")),
     path("results/", views.section, {"section": "results"}, name="results"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
+        name="login",
+    ),
+    path("tokens/", include("sites.token_urls")),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+if settings.OIDC_ENABLED:
+    urlpatterns.append(path("oidc/", include("mozilla_django_oidc.urls")))

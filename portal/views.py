@@ -17,7 +17,6 @@ from . import health
 
 SECTIONS = {
     "challenges": "Challenges: the shared clock, activities and their targets.",
-    "sites": "Sites: the registry of sites, storage endpoints, network hosts and capacities.",
     "results": "Results: target versus achieved, FROM x TO matrices, failure causes and time series.",
 }
 

@@ -45,6 +45,14 @@ class Site(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def capacity_or_none(self) -> Capacity | None:
+        """The site's capacity row, or None when none was recorded."""
+        try:
+            return self.capacity
+        except Capacity.DoesNotExist:
+            return None
+
 
 class StorageEndpoint(models.Model):
     """A storage service of a site, by its base URL. Its host (and port) is how incoming transfer records are

@@ -6,12 +6,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from portal.demo import demo_user_ensure
+from portal.demo import demo_sites_load, demo_user_ensure
 
 
 class Command(BaseCommand):
-    help = "Create (or refresh) the demo account and print its login."
+    help = "Load the testbed's sites into the registry, create (or refresh) the demo account, print its login."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        summary = demo_sites_load()
+        if summary is None:
+            self.stdout.write("no testbed sites document yet (start the testbed first): registry left as it is")
+        else:
+            self.stdout.write(f"testbed sites loaded: {summary}")
         username, password = demo_user_ensure()
         self.stdout.write(f"demo login: {username} / {password}")

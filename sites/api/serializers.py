@@ -1,0 +1,129 @@
+"""Serializers of the registry API. Units: rates in bytes per second, sizes in bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
+from sites.validators import endpoint_url_problem
+
+
+class ExperimentSerializer(serializers.ModelSerializer[Experiment]):
+    class Meta:
+        model = Experiment
+        fields = ["id", "name"]
+
+    def validate_name(self, value: str) -> str:
+        clash = Experiment.objects.filter(name__iexact=value)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError(f"an experiment named {clash.get().name!r} exists (names ignore case)")
+        return value
+
+
+class CapacitySerializer(serializers.ModelSerializer[Capacity]):
+    site = serializers.SlugRelatedField(slug_field="name", queryset=Site.objects.all())
+    tape_rate = serializers.FloatField(read_only=True, allow_null=True, help_text="drives x per-drive rate, B/s")
+
+    class Meta:
+        model = Capacity
+        fields = [
+            "id",
+            "site",
+            "network_rate",
+            "tape_drives",
+            "tape_drive_rate",
+            "tape_rate",
+            "staging_request_limit",
+            "disk_size",
+            "tape_size",
+        ]
+
+
+class SiteCapacitySerializer(CapacitySerializer):
+    class Meta(CapacitySerializer.Meta):
+        fields = [name for name in CapacitySerializer.Meta.fields if name not in ("id", "site")]
+
+
+class SiteSerializer(serializers.ModelSerializer[Site]):
+    experiments = serializers.SlugRelatedField(
+        slug_field="name", many=True, queryset=Experiment.objects.all(), required=False
+    )
+    capacity = SiteCapacitySerializer(read_only=True, allow_null=True, source="capacity_or_none")
+    endpoints = serializers.SlugRelatedField[StorageEndpoint](slug_field="url", many=True, read_only=True)
+    network_hosts = serializers.SlugRelatedField[NetworkHost](slug_field="address", many=True, read_only=True)
+
+    class Meta:
+        model = Site
+        fields = [
+            "id",
+            "name",
+            "tier",
+            "country",
+            "experiments",
+            "contacts",
+            "latitude",
+            "longitude",
+            "capacity",
+            "endpoints",
+            "network_hosts",
+        ]
+
+    def validate_country(self, value: str) -> str:
+        if len(value) != 2 or not value.isalpha() or not value.isupper():
+            raise serializers.ValidationError("a two-letter upper-case ISO 3166-1 code, such as IT")
+        return value
+
+    def validate_contacts(self, value: Any) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+            raise serializers.ValidationError("a list of non-empty strings (names or e-mail addresses)")
+        return value
+
+
+class StorageEndpointSerializer(serializers.ModelSerializer[StorageEndpoint]):
+    site = serializers.SlugRelatedField(slug_field="name", queryset=Site.objects.all())
+    rse = serializers.ListField(child=serializers.CharField(max_length=128), source="rse_names", required=False)
+    tpc_modes = serializers.ListField(
+        child=serializers.ChoiceField(choices=["pull", "push", "streamed"]), required=False
+    )
+
+    class Meta:
+        model = StorageEndpoint
+        fields = ["id", "site", "url", "scheme", "host", "port", "implementation", "kind", "tpc_modes", "rse"]
+        read_only_fields = ["scheme", "host", "port"]
+
+    def validate_url(self, value: str) -> str:
+        problem = endpoint_url_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+    def validate_tpc_modes(self, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("each mode once")
+        return value
+
+    def create(self, validated_data: dict[str, Any]) -> StorageEndpoint:
+        endpoint = StorageEndpoint(**{key: value for key, value in validated_data.items() if key != "url"})
+        endpoint.set_url(validated_data["url"])
+        endpoint.save()
+        return endpoint
+
+    def update(self, instance: StorageEndpoint, validated_data: dict[str, Any]) -> StorageEndpoint:
+        if "url" in validated_data:
+            instance.set_url(validated_data.pop("url"))
+        for key, value in validated_data.items():
+            setattr(instance, key, value)
+        instance.save()
+        return instance
+
+
+class NetworkHostSerializer(serializers.ModelSerializer[NetworkHost]):
+    site = serializers.SlugRelatedField(slug_field="name", queryset=Site.objects.all())
+
+    class Meta:
+        model = NetworkHost
+        fields = ["id", "site", "address"]

@@ -1,0 +1,15 @@
+"""Registry API routes under /api/v1/."""
+
+from rest_framework.routers import DefaultRouter
+
+from . import views
+
+router = DefaultRouter(trailing_slash=True)
+router.include_root_view = False
+router.register("experiments", views.ExperimentViewSet)
+router.register("sites", views.SiteViewSet)
+router.register("endpoints", views.StorageEndpointViewSet)
+router.register("hosts", views.NetworkHostViewSet)
+router.register("capacities", views.CapacityViewSet)
+
+urlpatterns = router.urls

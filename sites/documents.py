@@ -1,0 +1,530 @@
+"""The sites document: the registry as a file that coordinators keep (JSON, or the same in YAML).
+
+Loading turns text into a mapping; validation checks the whole mapping, collects every problem with its place
+(`sites[0].endpoints[1].url`) and gives back typed entries for `sites.services.sites_import`. Rates are in bytes
+per second and sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from django.db.models.functions import Lower
+
+from .choices import EndpointKind, Implementation, TpcMode
+from .models import Experiment, NetworkHost, StorageEndpoint
+from .validators import endpoint_url_problem
+
+DOCUMENT_KEYS = ("experiments", "sites")
+EXPERIMENT_KEYS = ("name",)
+SITE_KEYS = (
+    "name",
+    "tier",
+    "country",
+    "experiments",
+    "contacts",
+    "latitude",
+    "longitude",
+    "capacity",
+    "endpoints",
+    "network_hosts",
+)
+SITE_REQUIRED_KEYS = ("name", "tier", "country")
+ENDPOINT_KEYS = ("url", "implementation", "kind", "tpc_modes", "rse")
+CAPACITY_FLOAT_KEYS = ("network_rate", "tape_drive_rate")
+# The largest value each integer column holds (PositiveIntegerField, PositiveBigIntegerField).
+CAPACITY_INTEGER_KEYS = {
+    "tape_drives": 2**31 - 1,
+    "staging_request_limit": 2**31 - 1,
+    "disk_size": 2**63 - 1,
+    "tape_size": 2**63 - 1,
+}
+CAPACITY_KEYS = (*CAPACITY_FLOAT_KEYS, *CAPACITY_INTEGER_KEYS)
+
+# Column lengths of the models, so an over-long value is a document error rather than a database error.
+EXPERIMENT_NAME_LENGTH = 64
+SITE_NAME_LENGTH = 64
+URL_LENGTH = 512
+ADDRESS_LENGTH = 255
+RSE_LENGTH = 128
+
+_COUNTRY = re.compile(r"^[A-Z]{2}$")
+_NETWORK_HOST = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?$")
+_IMPLEMENTATIONS = {value.lower(): value for value in Implementation.values}
+
+
+class SitesDocumentError(Exception):
+    """A sites document that cannot be imported. `errors` lists every problem as
+    `{"place": "sites[0].endpoints[1].url", "error": "reason"}`; the place `document` is the whole document."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        self.errors = errors
+        count = len(errors)
+        super().__init__(f"{count} problem{'s' if count != 1 else ''} in the sites document")
+
+    def __str__(self) -> str:
+        lines = [super().__str__()]
+        lines.extend(f"  {error['place']}: {error['error']}" for error in self.errors)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CapacityEntry:
+    """A site's capacity as the document gives it; None is unknown."""
+
+    network_rate: float | None = None
+    tape_drives: int | None = None
+    tape_drive_rate: float | None = None
+    staging_request_limit: int | None = None
+    disk_size: int | None = None
+    tape_size: int | None = None
+
+
+@dataclass(frozen=True)
+class EndpointEntry:
+    """A storage endpoint as the document gives it, with the implementation spelled canonically."""
+
+    url: str
+    implementation: str = Implementation.OTHER.value
+    kind: str = EndpointKind.DISK.value
+    tpc_modes: list[str] = field(default_factory=list)
+    rse_names: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SiteEntry:
+    """A site as the document gives it. `experiments` are names as written (matched case-insensitively)."""
+
+    name: str
+    tier: int
+    country: str
+    experiments: list[str] = field(default_factory=list)
+    contacts: list[str] = field(default_factory=list)
+    latitude: float | None = None
+    longitude: float | None = None
+    capacity: CapacityEntry | None = None
+    endpoints: list[EndpointEntry] = field(default_factory=list)
+    network_hosts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SitesDocument:
+    """A validated sites document."""
+
+    experiments: list[str]
+    sites: list[SiteEntry]
+
+
+def sites_document_load(*, text: str | bytes, content_type: str | None = None) -> dict[str, Any]:
+    """Parse a sites document. A content type naming JSON or YAML decides the format; otherwise JSON is tried
+    first and YAML (a superset) second. Raises SitesDocumentError when the text is not a mapping."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _document_error(f"not UTF-8 text: {exc}") from exc
+    kind = (content_type or "").lower()
+    if "json" in kind:
+        document = _json_load(text)
+    elif "yaml" in kind or "yml" in kind:
+        document = _yaml_load(text)
+    else:
+        try:
+            document = _json_load(text)
+        except SitesDocumentError as json_error:
+            try:
+                document = _yaml_load(text)
+            except SitesDocumentError:
+                # Text that looks like JSON is best explained by the JSON parser's message.
+                if text.lstrip()[:1] in ("{", "["):
+                    raise json_error from None
+                raise
+    if document is None:
+        raise _document_error("the document is empty")
+    if not isinstance(document, dict):
+        raise _document_error(f"must be a mapping with {' and '.join(DOCUMENT_KEYS)}, not {_type_name(document)}")
+    return document
+
+
+def sites_document_validate(*, document: Any) -> SitesDocument:
+    """Check a whole sites document against itself and the registry, and return it as typed entries.
+
+    Raises SitesDocumentError listing every problem found, in document order. Reads the database (existing
+    experiments, endpoint URLs and network hosts) in a fixed number of queries.
+    """
+    return _Validator().validate(document)
+
+
+def _json_load(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _document_error(f"not valid JSON: {exc}") from exc
+
+
+def _yaml_load(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        reason = " ".join(str(exc).replace('in "<unicode string>", ', "").split())
+        raise _document_error(f"not valid YAML: {reason}") from exc
+
+
+def _document_error(reason: str) -> SitesDocumentError:
+    return SitesDocumentError([{"place": "document", "error": reason}])
+
+
+def _type_name(value: Any) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Validator:
+    """One pass over a document. Checks that need the database are deferred and run together at the end,
+    each keeping its position so that the errors come out in document order."""
+
+    def __init__(self) -> None:
+        self._order = itertools.count()
+        self._errors: list[tuple[int, str, str]] = []
+        self._experiment_references: list[tuple[int, str, str]] = []  # (order, place, name)
+        self._urls: list[tuple[int, str, str, str]] = []  # (order, place, url, site name)
+        self._addresses: list[tuple[int, str, str, str]] = []  # (order, place, address, site name)
+
+    def add(self, place: str, error: str) -> None:
+        self._errors.append((next(self._order), place, error))
+
+    def validate(self, document: Any) -> SitesDocument:
+        if not isinstance(document, dict):
+            self.add("document", f"must be a mapping with {' and '.join(DOCUMENT_KEYS)}, not {_type_name(document)}")
+            self._raise_if_errors()
+        self._unknown_keys(document, DOCUMENT_KEYS, "")
+        experiments = self._experiments(document.get("experiments", []))
+        sites = self._sites(document.get("sites", []))
+        self._check_against_registry(declared={name.lower() for name in experiments})
+        self._raise_if_errors()
+        return SitesDocument(experiments=experiments, sites=sites)
+
+    def _raise_if_errors(self) -> None:
+        if self._errors:
+            ordered = sorted(self._errors, key=lambda error: error[0])
+            raise SitesDocumentError([{"place": place, "error": error} for _, place, error in ordered])
+
+    def _unknown_keys(self, mapping: dict[Any, Any], allowed: tuple[str, ...], place: str) -> None:
+        for key in mapping:
+            if key not in allowed:
+                self.add(_join(place, str(key)), f"unknown key; allowed: {', '.join(allowed)}")
+
+    def _list(self, value: Any, place: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.add(place, f"must be a list, not {_type_name(value)}")
+            return []
+        return value
+
+    def _mapping(self, value: Any, place: str) -> dict[Any, Any] | None:
+        if not isinstance(value, dict):
+            self.add(place, f"must be a mapping, not {_type_name(value)}")
+            return None
+        return value
+
+    def _name(self, value: Any, place: str, max_length: int) -> str | None:
+        if not isinstance(value, str) or not value.strip():
+            self.add(
+                place, "must be a non-empty string" + ("" if isinstance(value, str) else f", not {_type_name(value)}")
+            )
+            return None
+        if value != value.strip():
+            self.add(place, "must not start or end with spaces")
+            return None
+        if len(value) > max_length:
+            self.add(place, f"longer than {max_length} characters")
+            return None
+        return value
+
+    def _strings(
+        self,
+        value: Any,
+        place: str,
+        *,
+        max_length: int | None = None,
+        ignore_case: bool = False,
+        check: Callable[[str], str | None] | None = None,
+    ) -> list[tuple[str, str]]:
+        """A list of non-empty strings without repeats, each passing `check` (which gives the reason when it
+        fails); returns the good ones with their places."""
+        result: list[tuple[str, str]] = []
+        first_place: dict[str, str] = {}
+        for index, item in enumerate(self._list(value, place)):
+            item_place = f"{place}[{index}]"
+            key = item.lower() if ignore_case and isinstance(item, str) else item
+            if not isinstance(item, str) or not item.strip():
+                self.add(item_place, "must be a non-empty string")
+            elif max_length is not None and len(item) > max_length:
+                self.add(item_place, f"longer than {max_length} characters")
+            elif key in first_place:
+                case = " (ignoring case)" if ignore_case else ""
+                self.add(item_place, f"{item!r} repeats {first_place[key]}{case}")
+            elif check is not None and (problem := check(item)) is not None:
+                self.add(item_place, problem)
+            else:
+                first_place[key] = item_place
+                result.append((item_place, item))
+        return result
+
+    def _experiments(self, value: Any) -> list[str]:
+        names: list[str] = []
+        first_place: dict[str, str] = {}
+        for index, entry in enumerate(self._list(value, "experiments")):
+            place = f"experiments[{index}]"
+            mapping = self._mapping(entry, place)
+            if mapping is None:
+                continue
+            self._unknown_keys(mapping, EXPERIMENT_KEYS, place)
+            if "name" not in mapping:
+                self.add(f"{place}.name", "required")
+                continue
+            name = self._name(mapping["name"], f"{place}.name", EXPERIMENT_NAME_LENGTH)
+            if name is None:
+                continue
+            if name.lower() in first_place:
+                self.add(f"{place}.name", f"{name!r} repeats {first_place[name.lower()]} (names ignore case)")
+                continue
+            first_place[name.lower()] = f"{place}.name"
+            names.append(name)
+        return names
+
+    def _sites(self, value: Any) -> list[SiteEntry]:
+        sites: list[SiteEntry] = []
+        first_place: dict[str, str] = {}
+        for index, entry in enumerate(self._list(value, "sites")):
+            place = f"sites[{index}]"
+            mapping = self._mapping(entry, place)
+            if mapping is None:
+                continue
+            self._unknown_keys(mapping, SITE_KEYS, place)
+            for key in SITE_REQUIRED_KEYS:
+                if key not in mapping:
+                    self.add(f"{place}.{key}", "required")
+            name = None
+            if "name" in mapping:
+                name = self._name(mapping["name"], f"{place}.name", SITE_NAME_LENGTH)
+                if name is not None and name in first_place:
+                    self.add(f"{place}.name", f"{name!r} repeats {first_place[name]}")
+                elif name is not None:
+                    first_place[name] = f"{place}.name"
+            site = self._site(mapping, place, name or "")
+            if site is not None and name is not None:
+                sites.append(site)
+        return sites
+
+    def _site(self, mapping: dict[Any, Any], place: str, name: str) -> SiteEntry | None:
+        errors_before = len(self._errors)
+        tier = mapping.get("tier")
+        if "tier" in mapping and (not isinstance(tier, int) or isinstance(tier, bool) or not 0 <= tier <= 3):
+            self.add(f"{place}.tier", f"must be an integer from 0 to 3, not {tier!r}")
+        country = mapping.get("country")
+        if "country" in mapping and (not isinstance(country, str) or not _COUNTRY.match(country)):
+            self.add(f"{place}.country", f"must be a two-letter upper-case ISO 3166-1 code such as IT, not {country!r}")
+        experiments = self._strings(mapping.get("experiments"), f"{place}.experiments", ignore_case=True)
+        for item_place, experiment in experiments:
+            self._experiment_references.append((next(self._order), item_place, experiment))
+        contacts = self._strings(mapping.get("contacts"), f"{place}.contacts")
+        latitude = self._coordinate(mapping.get("latitude"), f"{place}.latitude", 90)
+        longitude = self._coordinate(mapping.get("longitude"), f"{place}.longitude", 180)
+        capacity = None
+        if mapping.get("capacity") is not None:
+            capacity = self._capacity(mapping["capacity"], f"{place}.capacity")
+        endpoints = [
+            endpoint
+            for index, entry in enumerate(self._list(mapping.get("endpoints"), f"{place}.endpoints"))
+            if (endpoint := self._endpoint(entry, f"{place}.endpoints[{index}]", name)) is not None
+        ]
+        network_hosts = self._network_hosts(mapping.get("network_hosts"), f"{place}.network_hosts", name)
+        if len(self._errors) != errors_before:
+            return None
+        return SiteEntry(
+            name=name,
+            tier=tier,  # type: ignore[arg-type]  # required and checked above
+            country=country,  # type: ignore[arg-type]
+            experiments=[experiment for _, experiment in experiments],
+            contacts=[contact for _, contact in contacts],
+            latitude=latitude,
+            longitude=longitude,
+            capacity=capacity,
+            endpoints=endpoints,
+            network_hosts=network_hosts,
+        )
+
+    def _coordinate(self, value: Any, place: str, limit: int) -> float | None:
+        if value is None:
+            return None
+        if not _is_number(value) or not -limit <= value <= limit:
+            self.add(place, f"must be a number from {-limit} to {limit}, not {value!r}")
+            return None
+        return float(value)
+
+    def _capacity(self, value: Any, place: str) -> CapacityEntry | None:
+        mapping = self._mapping(value, place)
+        if mapping is None:
+            return None
+        self._unknown_keys(mapping, CAPACITY_KEYS, place)
+        values: dict[str, Any] = {}
+        for key in CAPACITY_FLOAT_KEYS:
+            number = mapping.get(key)
+            if number is None:
+                continue
+            if not _is_number(number) or number < 0:
+                self.add(f"{place}.{key}", f"must be a non-negative number, not {number!r}{_yaml_hint(number)}")
+            else:
+                values[key] = float(number)
+        for key, maximum in CAPACITY_INTEGER_KEYS.items():
+            number = mapping.get(key)
+            if number is None:
+                continue
+            # 1e15 is a natural way to write a size: an integral float counts as an integer.
+            if not _is_number(number) or number < 0 or number != int(number) or number > maximum:
+                self.add(
+                    f"{place}.{key}",
+                    f"must be a non-negative integer up to {maximum}, not {number!r}{_yaml_hint(number)}",
+                )
+            else:
+                values[key] = int(number)
+        return CapacityEntry(**values)
+
+    def _endpoint(self, entry: Any, place: str, site_name: str) -> EndpointEntry | None:
+        mapping = self._mapping(entry, place)
+        if mapping is None:
+            return None
+        self._unknown_keys(mapping, ENDPOINT_KEYS, place)
+        errors_before = len(self._errors)
+        url = mapping.get("url")
+        if "url" not in mapping:
+            self.add(f"{place}.url", "required")
+        elif not isinstance(url, str) or not url:
+            self.add(f"{place}.url", f"must be a non-empty string, not {_type_name(url)}")
+        elif len(url) > URL_LENGTH or url != url.strip():
+            self.add(f"{place}.url", f"must be at most {URL_LENGTH} characters without surrounding spaces")
+        elif (problem := endpoint_url_problem(url)) is not None:
+            self.add(f"{place}.url", problem)
+        else:
+            self._urls.append((next(self._order), f"{place}.url", url, site_name))
+        implementation = Implementation.OTHER.value
+        if mapping.get("implementation") is not None:
+            given = mapping["implementation"]
+            if not isinstance(given, str) or given.lower() not in _IMPLEMENTATIONS:
+                self.add(f"{place}.implementation", f"must be one of {', '.join(Implementation.values)}, not {given!r}")
+            else:
+                implementation = _IMPLEMENTATIONS[given.lower()]
+        kind: str = EndpointKind.DISK.value
+        if mapping.get("kind") is not None:
+            if mapping["kind"] not in EndpointKind.values:
+                self.add(f"{place}.kind", f"must be one of {', '.join(EndpointKind.values)}, not {mapping['kind']!r}")
+            else:
+                kind = mapping["kind"]
+        tpc_modes = self._strings(
+            mapping.get("tpc_modes"),
+            f"{place}.tpc_modes",
+            check=lambda mode: None if mode in TpcMode.values else f"must be one of {', '.join(TpcMode.values)}",
+        )
+        rse_names = self._strings(mapping.get("rse"), f"{place}.rse", max_length=RSE_LENGTH)
+        if len(self._errors) != errors_before or not isinstance(url, str):
+            return None
+        return EndpointEntry(
+            url=url,
+            implementation=implementation,
+            kind=kind,
+            tpc_modes=[mode for _, mode in tpc_modes],
+            rse_names=[rse for _, rse in rse_names],
+        )
+
+    def _network_hosts(self, value: Any, place: str, site_name: str) -> list[str]:
+        addresses = self._strings(value, place, max_length=ADDRESS_LENGTH, check=_network_host_problem)
+        for item_place, address in addresses:
+            self._addresses.append((next(self._order), item_place, address, site_name))
+        return [address for _, address in addresses]
+
+    def _check_against_registry(self, *, declared: set[str]) -> None:
+        """Uniqueness across the document, then the checks that read the database (three queries at most)."""
+        for entries, noun in ((self._urls, "URL"), (self._addresses, "address")):
+            first_place: dict[str, str] = {}
+            for order, place, value, _ in entries:
+                if value in first_place:
+                    self._errors.append((order, place, f"this {noun} repeats {first_place[value]}"))
+                else:
+                    first_place[value] = place
+        undeclared = {name.lower() for _, _, name in self._experiment_references} - declared
+        if undeclared:
+            known = set(
+                Experiment.objects.annotate(lower_name=Lower("name"))
+                .filter(lower_name__in=undeclared)
+                .values_list("lower_name", flat=True)
+            )
+            for order, place, name in self._experiment_references:
+                if name.lower() not in declared and name.lower() not in known:
+                    reason = f"experiment {name!r} is neither in the document's experiments nor in the registry"
+                    self._errors.append((order, place, reason))
+        if self._urls:
+            owners = dict(
+                StorageEndpoint.objects.filter(url__in={url for _, _, url, _ in self._urls}).values_list(
+                    "url", "site__name"
+                )
+            )
+            for order, place, url, site_name in self._urls:
+                owner = owners.get(url)
+                if owner is not None and owner != site_name:
+                    self._errors.append((order, place, f"this URL belongs to site {owner!r}"))
+        if self._addresses:
+            owners = dict(
+                NetworkHost.objects.filter(address__in={address for _, _, address, _ in self._addresses}).values_list(
+                    "address", "site__name"
+                )
+            )
+            for order, place, address, site_name in self._addresses:
+                owner = owners.get(address)
+                if owner is not None and owner != site_name:
+                    self._errors.append((order, place, f"this network host belongs to site {owner!r}"))
+
+
+def _join(place: str, key: str) -> str:
+    return f"{place}.{key}" if place else key
+
+
+def _network_host_problem(address: str) -> str | None:
+    match = _NETWORK_HOST.match(address)
+    if match is None or (match["port"] is not None and not 0 < int(match["port"]) < 65536):
+        return f"must be host or host:port, not {address!r}"
+    return None
+
+
+def _yaml_hint(value: Any) -> str:
+    # PyYAML reads 1e15 (no dot) as a string; say so rather than leave the reader puzzled.
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return " (a string; in YAML write exponents with a dot, such as 1.0e15)"
+    return ""
+
+
+__all__ = [
+    "CapacityEntry",
+    "EndpointEntry",
+    "SiteEntry",
+    "SitesDocument",
+    "SitesDocumentError",
+    "sites_document_load",
+    "sites_document_validate",
+]

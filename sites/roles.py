@@ -1,0 +1,130 @@
+"""Who may do what: the roles a user holds (selectors) and granting them (services).
+
+coordinator: everything (superusers count as coordinators). site-admin: edits the registry rows of the sites of
+their memberships. ddm: a service scoped to one experiment (ingests its transfer records, reads the rest).
+viewer: reads. An authenticated user without any membership reads like a viewer.
+
+A user's memberships are read once per user object and kept on it (as NetBox keeps object permissions), so
+the permission checks of one request cost one query; the services below drop that cache when they change it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+
+from .choices import Role
+from .models import Experiment, Membership, Site
+
+_CACHE_ATTRIBUTE = "_sites_memberships"
+
+
+@dataclass(frozen=True)
+class _Grant:
+    role: str
+    site_id: int | None
+    experiment_id: int | None
+
+
+def _grants(user: Any) -> tuple[_Grant, ...]:
+    """The user's memberships as plain values, read once per user object."""
+    if user is None or not user.is_authenticated:
+        return ()
+    cached: tuple[_Grant, ...] | None = getattr(user, _CACHE_ATTRIBUTE, None)
+    if cached is None:
+        cached = tuple(
+            _Grant(role, site_id, experiment_id)
+            for role, site_id, experiment_id in Membership.objects.filter(user=user).values_list(
+                "role", "site_id", "experiment_id"
+            )
+        )
+        setattr(user, _CACHE_ATTRIBUTE, cached)
+    return cached
+
+
+def _forget(user: Any) -> None:
+    if hasattr(user, _CACHE_ATTRIBUTE):
+        delattr(user, _CACHE_ATTRIBUTE)
+
+
+def user_is_coordinator(*, user: Any) -> bool:
+    """Whether the user may do everything: a superuser or a holder of the coordinator role."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    return bool(user.is_superuser) or any(grant.role == Role.COORDINATOR for grant in _grants(user))
+
+
+def user_site_ids(*, user: Any) -> set[int]:
+    """Ids of the sites the user administers through site-admin memberships (a coordinator's are not listed:
+    ask `sites_editable_by` for the sites a user may edit)."""
+    return {grant.site_id for grant in _grants(user) if grant.role == Role.SITE_ADMIN and grant.site_id is not None}
+
+
+def user_experiment_ids(*, user: Any) -> set[int]:
+    """Ids of the experiments the user serves as a DDM service."""
+    return {
+        grant.experiment_id for grant in _grants(user) if grant.role == Role.DDM and grant.experiment_id is not None
+    }
+
+
+def user_roles(*, user: Any) -> set[str]:
+    """The roles the user holds; a superuser holds coordinator; an authenticated user with none is a viewer."""
+    if user is None or not user.is_authenticated:
+        return set()
+    roles = {grant.role for grant in _grants(user)}
+    if user.is_superuser:
+        roles.add(Role.COORDINATOR.value)
+    return roles or {Role.VIEWER.value}
+
+
+def sites_editable_by(*, user: Any) -> QuerySet[Site]:
+    """The sites whose registry rows the user may change: all for a coordinator, their own for a site admin."""
+    if user_is_coordinator(user=user):
+        return Site.objects.all()
+    return Site.objects.filter(pk__in=user_site_ids(user=user))
+
+
+def membership_scope_problem(*, role: str, site: Site | None, experiment: Experiment | None) -> str | None:
+    """Why a role cannot be held with this scope, or None when it fits."""
+    if role not in Role.values:
+        return f"unknown role {role!r}: one of {', '.join(Role.values)}"
+    problems = {
+        # (has a site, has an experiment): the problem, for each role; absent pairs fit.
+        Role.SITE_ADMIN: {
+            (False, False): "a site admin needs a site",
+            (False, True): "a site admin needs a site, not an experiment",
+            (True, True): "a site admin is scoped to a site, not an experiment",
+        },
+        Role.DDM: {
+            (False, False): "a DDM service needs an experiment",
+            (True, False): "a DDM service needs an experiment, not a site",
+            (True, True): "a DDM service is scoped to an experiment, not a site",
+        },
+    }
+    global_problem = f"the {role} role is global: give it no site and no experiment"
+    global_problems = {(True, False): global_problem, (False, True): global_problem, (True, True): global_problem}
+    return problems.get(Role(role), global_problems).get((site is not None, experiment is not None))
+
+
+def membership_grant(
+    *, user: Any, role: str, site: Site | None = None, experiment: Experiment | None = None
+) -> Membership:
+    """Give the user a role (site-admin with a site, ddm with an experiment, the others with neither).
+    Granting a role the user already holds returns the existing membership. Raises ValidationError when the
+    scope does not fit the role."""
+    problem = membership_scope_problem(role=role, site=site, experiment=experiment)
+    if problem:
+        raise ValidationError(problem, code="scope")
+    membership, _ = Membership.objects.get_or_create(user=user, role=role, site=site, experiment=experiment)
+    _forget(user)
+    return membership
+
+
+def membership_revoke(*, user: Any, role: str, site: Site | None = None, experiment: Experiment | None = None) -> bool:
+    """Take a role (with that exact scope) away from the user; False when they did not hold it."""
+    deleted, _ = Membership.objects.filter(user=user, role=role, site=site, experiment=experiment).delete()
+    _forget(user)
+    return deleted > 0

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+app_name = "sites"
+urlpatterns = [
+    path("", views.site_list, name="list"),
+    path("<str:name>/", views.site_detail, name="detail"),
+]
