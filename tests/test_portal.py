@@ -46,3 +46,15 @@ def test_the_demo_command_prints_a_login_that_works(client: Client, capsys: Any)
     call_command("load_demo")
     username, password = capsys.readouterr().out.strip().splitlines()[-1].split(": ", 1)[1].split(" / ")
     assert client.login(username=username, password=password)
+
+
+@pytest.mark.testbed
+def test_the_demo_registers_the_running_testbeds_sites(testbed: Any, capsys: Any) -> None:
+    from sites.models import Site, StorageEndpoint
+
+    call_command("load_demo")
+    assert set(Site.objects.values_list("name", flat=True)) >= {"TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE",
+                                                                "TB-WEBDAV"}
+    assert StorageEndpoint.objects.get(url=testbed.url("t0.root")).site.name == "TB-T0"
+    assert StorageEndpoint.objects.get(url=testbed.url("tape.rest")).kind == "tape"
+    assert "testbed sites loaded" in capsys.readouterr().out
