@@ -250,7 +250,9 @@ def command_run(args: argparse.Namespace) -> int:
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, terminate)
+    # SIGINT too: a launcher started in the background of a script inherits SIGINT ignored.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, terminate)
     try:
         stack.services()
         stack.manage("migrate", "--noinput", "-v", "0")

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "sites",
     "challenges",
     "results",
@@ -78,6 +79,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.roles",
             ],
         },
     },
@@ -137,6 +139,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Plans, runs and results of grid data challenges. Rates are bytes per second, times ISO 8601 UTC.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",  # operations are grouped by resource (sites, endpoints, ...)
+    # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: broker and results in Redis; late acks and prefetch 1 so a lost worker's task is redelivered.

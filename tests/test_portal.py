@@ -53,8 +53,19 @@ def test_the_demo_registers_the_running_testbeds_sites(testbed: Any, capsys: Any
     from sites.models import Site, StorageEndpoint
 
     call_command("load_demo")
-    assert set(Site.objects.values_list("name", flat=True)) >= {"TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE",
-                                                                "TB-WEBDAV"}
+    assert set(Site.objects.values_list("name", flat=True)) >= {"TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE", "TB-WEBDAV"}
     assert StorageEndpoint.objects.get(url=testbed.url("t0.root")).site.name == "TB-T0"
     assert StorageEndpoint.objects.get(url=testbed.url("tape.rest")).kind == "tape"
     assert "testbed sites loaded" in capsys.readouterr().out
+
+
+def test_the_navigation_offers_tokens_only_to_coordinators(client: Client, django_user_model: Any) -> None:
+    from sites.choices import Role
+    from sites.roles import membership_grant
+
+    viewer, coordinator = django_user_model.objects.create_user("v"), django_user_model.objects.create_user("c")
+    membership_grant(user=coordinator, role=Role.COORDINATOR)
+    client.force_login(viewer)
+    assert b'href="/tokens/"' not in client.get("/").content
+    client.force_login(coordinator)
+    assert b'href="/tokens/"' in client.get("/").content

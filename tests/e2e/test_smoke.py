@@ -47,7 +47,7 @@ def test_demo_account_logs_in_and_sees_the_home_page(live_server: Any, browser: 
     page.wait_for_url(f"{live_server.url}/")
     assert page.locator("h1").inner_text() == "Data Challenge Portal"
     assert page.locator(".who").inner_text() == username
-    for link in ("Challenges", "Sites", "Results", "API docs"):
+    for link in ("Challenges", "Sites", "Results", "API docs", "Tokens"):  # the demo user coordinates
         assert page.get_by_role("link", name=link).is_visible()
     assert page.locator("table.status td").first.inner_text() == "ok"  # the database answered the page
 
@@ -61,3 +61,15 @@ def test_a_wrong_password_is_refused(live_server: Any, browser: Browser, db: Non
     page.click("button[type=submit]")
     assert "/accounts/login/" in page.url
     assert "enter a correct username and password" in page.content()
+
+
+def test_the_api_docs_render_without_any_outside_network(live_server: Any, browser: Browser, db: None) -> None:
+    username, password = demo_user_ensure()
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/accounts/login/?next=/api/docs/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_selector(".swagger-ui .title", timeout=15000)
+    assert "Data Challenge Portal API" in page.locator(".swagger-ui .title").inner_text()
+    page.wait_for_selector(".opblock-tag[data-tag=sites]", timeout=15000)
