@@ -1,1 +1,133 @@
-"""Models of the challenges app (filled by the issues that build it)."""
+"""Challenges and the shared clock: activities of experiments in time windows, with target rates."""
+
+from __future__ import annotations
+
+import math
+
+from django.db import models
+from django.db.models import F, Q
+
+from sites.models import Experiment, Site
+
+from .choices import ActivityKind, CopyMode, Direction
+
+
+class Challenge(models.Model):
+    """A data challenge: its time span and the windows its rates are measured over."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64, unique=True)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    description = models.TextField(blank=True)
+    compare_with = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="an earlier challenge to compare results with",
+    )
+    max_window = models.PositiveIntegerField(default=3600, help_text="seconds; the max rate's window")
+    stable_window = models.PositiveIntegerField(default=18000, help_text="seconds; the stable rate's window")
+
+    class Meta:
+        ordering = ["-start", "slug"]
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="challenge_end_after_start"),
+            models.CheckConstraint(
+                condition=Q(max_window__gt=0) & Q(stable_window__gt=0), name="challenge_windows_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Activity(models.Model):
+    """A slot on the shared clock: which experiment runs which mode, of which kind, when, with which test
+    parameters."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="activities")
+    name = models.CharField(max_length=200)
+    experiment = models.ForeignKey(Experiment, on_delete=models.PROTECT, related_name="activities")
+    mode = models.CharField(max_length=32, help_text="DT, A-DT or free text")
+    kind = models.CharField(max_length=16, choices=ActivityKind.choices)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    source = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    file_size = models.PositiveBigIntegerField(null=True, blank=True, help_text="bytes")
+    file_count = models.PositiveIntegerField(null=True, blank=True)
+    concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="files in flight, e.g. 10, 40, 100")
+    copy_mode = models.CharField(max_length=8, choices=CopyMode.choices, blank=True)
+    auto_run = models.BooleanField(default=False, help_text="start a run when the window opens")
+
+    class Meta:
+        ordering = ["start", "experiment__name", "name"]
+        verbose_name_plural = "activities"
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="activity_end_after_start"),
+            models.UniqueConstraint(fields=["challenge", "name"], name="activity_name_unique_in_challenge"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Target(models.Model):
+    """A target rate of an activity, for a site in one direction or for a link between two sites.
+
+    When it was derived from a nominal rate and factors (nominal 200 MB/s x headroom 1.5 x ...), both are kept
+    so that pages can show the derivation.
+    """
+
+    activity = models.ForeignKey(Activity, on_delete=models.CASCADE, related_name="targets")
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    direction = models.CharField(max_length=3, choices=Direction.choices, blank=True)
+    link_from = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    link_to = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    rate = models.FloatField(help_text="bytes per second")
+    nominal_rate = models.FloatField(null=True, blank=True, help_text="bytes per second")
+    factors = models.JSONField(default=dict, blank=True, help_text='e.g. {"headroom": 1.5, "efficiency": 2}')
+
+    class Meta:
+        ordering = ["activity", "site__name", "direction", "link_from__name", "link_to__name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(rate__gt=0), name="target_rate_positive"),
+            models.CheckConstraint(
+                condition=(
+                    Q(site__isnull=False) & ~Q(direction="") & Q(link_from__isnull=True) & Q(link_to__isnull=True)
+                )
+                | (Q(site__isnull=True) & Q(direction="") & Q(link_from__isnull=False) & Q(link_to__isnull=False)),
+                name="target_site_or_link",
+            ),
+            models.UniqueConstraint(
+                fields=["activity", "site", "direction"],
+                condition=Q(site__isnull=False),
+                name="target_unique_site_direction",
+            ),
+            models.UniqueConstraint(
+                fields=["activity", "link_from", "link_to"], condition=Q(site__isnull=True), name="target_unique_link"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.activity}: {self.place} {self.rate / 1e9:.3g} GB/s"
+
+    @property
+    def is_link(self) -> bool:
+        return self.site_id is None
+
+    @property
+    def place(self) -> str:
+        """ "CNAF in", or "CERN -> BNL" for a link."""
+        if self.is_link:
+            return f"{self.link_from} -> {self.link_to}"
+        return f"{self.site} {self.direction}"
+
+    @property
+    def derived_rate(self) -> float | None:
+        """nominal x the product of the factors, when a nominal rate was given."""
+        if self.nominal_rate is None:
+            return None
+        return self.nominal_rate * math.prod(float(value) for value in self.factors.values())

@@ -1,0 +1,118 @@
+"""The planning rules, in one place for the forms, the API and the plan document.
+
+Each function returns every problem it finds as (field, message) pairs; an empty list means valid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sites.models import Experiment, Site
+
+Problem = tuple[str, str]
+# A target's rate may differ from nominal x factors by this fraction (the plans round: 0.0967e9 x 3 ~ 0.29e9).
+DERIVATION_TOLERANCE = 0.01
+
+
+def serving_index() -> dict[int, set[int]]:
+    """Which experiments each site serves: {site id: {experiment ids}}, in one query."""
+    index: dict[int, set[int]] = {}
+    for site_id, experiment_id in Site.experiments.through.objects.values_list("site_id", "experiment_id"):
+        index.setdefault(site_id, set()).add(experiment_id)
+    return index
+
+
+def window_problems(*, start: datetime | None, end: datetime | None) -> list[Problem]:
+    if start is not None and end is not None and end <= start:
+        return [("end", "the end must be after the start")]
+    return []
+
+
+def challenge_problems(
+    *, start: datetime | None, end: datetime | None, max_window: int | None, stable_window: int | None
+) -> list[Problem]:
+    problems = window_problems(start=start, end=end)
+    for field, value in (("max_window", max_window), ("stable_window", stable_window)):
+        if value is not None and value <= 0:
+            problems.append((field, "a positive number of seconds"))
+    return problems
+
+
+def activity_problems(
+    *,
+    challenge_start: datetime,
+    challenge_end: datetime,
+    start: datetime | None,
+    end: datetime | None,
+    experiment: Experiment | None,
+    source: Site | None,
+    serving: Mapping[int, set[int]],
+) -> list[Problem]:
+    """End after start, inside the challenge, and a source site that serves the experiment."""
+    problems = window_problems(start=start, end=end)
+    if start is not None and start < challenge_start:
+        problems.append(("start", f"before the challenge starts ({challenge_start:%Y-%m-%d %H:%M} UTC)"))
+    if end is not None and end > challenge_end:
+        problems.append(("end", f"after the challenge ends ({challenge_end:%Y-%m-%d %H:%M} UTC)"))
+    if source is not None and experiment is not None and experiment.pk not in serving.get(source.pk, set()):
+        problems.append(("source", f"{source.name} does not serve {experiment.name}"))
+    return problems
+
+
+def target_problems(
+    *,
+    experiment: Experiment | None,
+    site: Site | None,
+    direction: str,
+    link_from: Site | None,
+    link_to: Site | None,
+    rate: Any,
+    nominal_rate: Any,
+    factors: Any,
+    serving: Mapping[int, set[int]],
+) -> list[Problem]:
+    """A site with a direction or a link; sites that serve the experiment; a positive rate that agrees with its
+    derivation. (Duplicates are checked by :func:`target_key`.)"""
+    problems: list[Problem] = []
+    if site is not None:
+        if link_from is not None or link_to is not None:
+            problems.append(("site", "either a site and a direction, or a link, not both"))
+        if direction not in ("in", "out"):
+            problems.append(("direction", "'in' or 'out' of the site"))
+    elif link_from is None or link_to is None:
+        problems.append(("site", "a site and a direction, or a link with both ends"))
+    elif link_from.pk == link_to.pk:
+        problems.append(("link_to", "a link joins two different sites"))
+    if experiment is not None:
+        for field, member in (("site", site), ("link_from", link_from), ("link_to", link_to)):
+            if member is not None and experiment.pk not in serving.get(member.pk, set()):
+                problems.append((field, f"{member.name} does not serve {experiment.name}"))
+    if not _positive_number(rate):
+        problems.append(("rate", "a positive number of bytes per second"))
+    if factors not in (None, {}) and not (
+        isinstance(factors, dict)
+        and all(isinstance(key, str) and _positive_number(value) for key, value in factors.items())
+    ):
+        problems.append(("factors", 'named positive numbers, such as {"headroom": 1.5}'))
+    elif nominal_rate is not None:
+        if not _positive_number(nominal_rate):
+            problems.append(("nominal_rate", "a positive number of bytes per second"))
+        elif _positive_number(rate):
+            derived = float(nominal_rate) * math.prod(float(value) for value in (factors or {}).values())
+            if abs(float(rate) - derived) > DERIVATION_TOLERANCE * derived:
+                problems.append(("rate", f"{float(rate):.4g} B/s differs from nominal x factors = {derived:.4g} B/s"))
+    return problems
+
+
+def target_key(*, site: Site | None, direction: str, link_from: Site | None, link_to: Site | None) -> tuple[Any, ...]:
+    """What makes a target unique within its activity."""
+    if site is not None:
+        return ("site", site.pk, direction)
+    return ("link", getattr(link_from, "pk", None), getattr(link_to, "pk", None))
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
