@@ -262,6 +262,7 @@ def command_run(args: argparse.Namespace) -> int:
         if not testbed_was_up:
             stack.cleanups.append(("the testbed", lambda: stack.manage("testbed", "down")))
         demo = stack.manage("load_demo", capture=True).strip().splitlines()[-1]
+        RUN.mkdir(parents=True, exist_ok=True)
         port = int(os.environ.get("PORTAL_PORT", "8000"))
         if not processes.port_free(port):
             port = processes.free_port(port + 1)
@@ -310,6 +311,7 @@ def command_run(args: argparse.Namespace) -> int:
         for name, argv in commands.items():
             # Own session: Ctrl-C reaches this launcher only, which then stops the children in order.
             children[name] = subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
+            (RUN / f"{name}.pid").write_text(f"{children[name].pid}\n")  # for `bin/portal stop`
         if not processes.wait_for_port(port, pid=children["web"].pid, timeout=30):
             raise SystemExit("the web server did not start")
         log(f"portal ready: http://127.0.0.1:{port}/   {demo}")
@@ -338,13 +340,20 @@ def command_test(args: argparse.Namespace) -> int:
     stack = Stack()
     try:
         stack.services()
-        result = subprocess.run([PYTHON, "-m", "pytest", *args.pytest_args], cwd=ROOT)
+        pytest = subprocess.Popen([PYTHON, "-m", "pytest", *args.pytest_args], cwd=ROOT)
+        while True:
+            try:
+                returncode = pytest.wait()
+                break
+            except KeyboardInterrupt:
+                # pytest got the same Ctrl-C: let it run its teardown (which stops the testbed it started).
+                log("Ctrl-C: waiting for pytest to clean up")
     finally:
         stack.shutdown()
-    if result.returncode == 5:
+    if returncode == 5:
         log("pytest collected no tests: that is a failure for this project")
         return 1
-    return result.returncode
+    return returncode
 
 
 def command_services(args: argparse.Namespace) -> int:
@@ -357,8 +366,11 @@ def command_services(args: argparse.Namespace) -> int:
 
 
 def command_stop(args: argparse.Namespace) -> int:
-    """Stop whatever a killed launcher left running: private PostgreSQL and Redis, the testbed."""
+    """Stop whatever a killed launcher left running: web, worker, beat, the testbed, private PostgreSQL and Redis."""
     load_dotenv()
+    for name in ("beat", "worker", "web"):
+        if processes.stop(RUN / f"{name}.pid"):
+            log(f"stopped {name}")
     subprocess.run([PYTHON, str(ROOT / "manage.py"), "testbed", "down"], cwd=ROOT, check=False)
     PrivateRedis().stop()
     PrivatePostgres().stop()

@@ -38,7 +38,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "portal.apps.PortalAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -53,7 +53,7 @@ INSTALLED_APPS = [
     "challenges",
     "results",
     "testbed",
-    "portal",
+    "portal.apps.PortalConfig",
 ]
 
 MIDDLEWARE = [
@@ -180,7 +180,7 @@ OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid profile email wlcg.gr
 OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="wlcg.groups")
 # For example "/atlas/coordinators=coordinator,/atlas=viewer,/atlas/ddm=ddm:ATLAS,/cern/admins=site-admin:CERN-PROD"
 OIDC_GROUP_ROLES = env.str("OIDC_GROUP_ROLES", default="")
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "sites.backends.CoordinatorPermissionBackend"]
 if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
     AUTHENTICATION_BACKENDS.append("sites.oidc.PortalOIDCBackend")

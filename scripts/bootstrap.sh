@@ -25,8 +25,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "[setup] installing apt packages: ${missing[*]}"
+  # The portal runs its own private servers: keep apt from starting system PostgreSQL, Redis and nginx
+  # (a policy-rc.d that refuses service starts, removed again afterwards unless the machine had one).
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null && $sudo chmod +x "$policy"
+    trap '$sudo rm -f "$policy"' EXIT
+  fi
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+  if [ -n "$(trap -p EXIT)" ]; then $sudo rm -f "$policy"; trap - EXIT; fi
 fi
 
 if ! .venv/bin/python -c "import gfal2" 2>/dev/null; then

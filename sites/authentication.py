@@ -15,6 +15,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from .models import ApiToken
+from .roles import token_scope_apply
 from .tokens import TokenError, token_verify
 
 
@@ -43,6 +44,8 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed(str(exc)) from None
         if not token.user.is_active:
             raise AuthenticationFailed("User inactive or deleted.")
+        if token.membership is not None:
+            token_scope_apply(user=token.user, membership=token.membership)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

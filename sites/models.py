@@ -156,6 +156,14 @@ class ApiToken(models.Model):
     """An API key: shown once, stored as a SHA-256 hash, with an expiry, a last-used time and revocation."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    membership = models.ForeignKey(
+        Membership,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="tokens",
+        help_text="the one role this token carries; empty: all of its user's roles",
+    )
     name = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(max_length=8, db_index=True, help_text="the key's first characters, to recognise it")
     key_hash = models.CharField(max_length=64, unique=True)

@@ -20,6 +20,7 @@ from .choices import Role
 from .models import Experiment, Membership, Site
 
 _CACHE_ATTRIBUTE = "_sites_memberships"
+_SCOPED_ATTRIBUTE = "_sites_token_scoped"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,12 @@ def _grants(user: Any) -> tuple[_Grant, ...]:
     return cached
 
 
+def token_scope_apply(*, user: Any, membership: Membership) -> None:
+    """Limit this request's user to the one role its token carries (no other membership, no superuser powers)."""
+    setattr(user, _CACHE_ATTRIBUTE, (_Grant(membership.role, membership.site_id, membership.experiment_id),))
+    setattr(user, _SCOPED_ATTRIBUTE, True)
+
+
 def _forget(user: Any) -> None:
     if hasattr(user, _CACHE_ATTRIBUTE):
         delattr(user, _CACHE_ATTRIBUTE)
@@ -54,7 +61,8 @@ def user_is_coordinator(*, user: Any) -> bool:
     """Whether the user may do everything: a superuser or a holder of the coordinator role."""
     if user is None or not user.is_authenticated or not user.is_active:
         return False
-    return bool(user.is_superuser) or any(grant.role == Role.COORDINATOR for grant in _grants(user))
+    superuser = bool(user.is_superuser) and not getattr(user, _SCOPED_ATTRIBUTE, False)
+    return superuser or any(grant.role == Role.COORDINATOR for grant in _grants(user))
 
 
 def user_site_ids(*, user: Any) -> set[int]:

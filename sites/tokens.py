@@ -14,7 +14,7 @@ from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .models import ApiToken, Experiment, Site
+from .models import ApiToken, Experiment, Membership, Site
 from .roles import membership_grant, membership_scope_problem
 
 PREFIX_LENGTH = 8
@@ -46,15 +46,18 @@ def token_hash(*, key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def token_create(*, user: Any, name: str = "", days: int | None = None) -> tuple[ApiToken, str]:
+def token_create(
+    *, user: Any, name: str = "", days: int | None = None, membership: Membership | None = None
+) -> tuple[ApiToken, str]:
     """Issue a token for the user, valid for `days` (default API_TOKEN_DAYS). Returns the token and its key:
-    the key exists only in this return value."""
+    the key exists only in this return value. With a membership, the token carries that one role only."""
     lifetime = settings.API_TOKEN_DAYS if days is None else days
     if lifetime < 1:
         raise ValidationError("a token lives at least one day", code="days")
     key = secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
+        membership=membership,
         name=name,
         prefix=key[:PREFIX_LENGTH],
         key_hash=token_hash(key=key),
@@ -66,7 +69,7 @@ def token_create(*, user: Any, name: str = "", days: int | None = None) -> tuple
 def token_verify(*, key: str) -> ApiToken:
     """The live token of a key, its last use recorded. Raises TokenInvalid, TokenRevoked or TokenExpired."""
     try:
-        token = ApiToken.objects.select_related("user").get(key_hash=token_hash(key=key))
+        token = ApiToken.objects.select_related("user", "membership").get(key_hash=token_hash(key=key))
     except ApiToken.DoesNotExist:
         raise TokenInvalid() from None
     now = timezone.now()
@@ -124,8 +127,8 @@ def token_issue(
             username_field.run_validators(username)
         # No password: create_user stores an unusable one, so the account logs in only with its tokens.
         user = user_model._default_manager.create_user(username)
-    membership_grant(user=user, role=role, site=site, experiment=experiment)
-    return token_create(user=user, name=name, days=days)
+    membership = membership_grant(user=user, role=role, site=site, experiment=experiment)
+    return token_create(user=user, name=name, days=days, membership=membership)
 
 
 def tokens_for_listing() -> QuerySet[ApiToken]:

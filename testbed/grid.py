@@ -298,7 +298,7 @@ class Testbed:
         stopped = [name for name in names if processes.stop(self._pidfile(name))]
         if only is None:
             # Servers of this testbed whose PID files were lost (a killed launcher, a deleted run/ directory).
-            for pid in processes.pids_mentioning(str(self.dir), {"xrootd", "nginx", "testbed.tape"}):
+            for pid in processes.pids_mentioning(str(self.dir), {"xrootd", "nginx", "iperf3", "testbed.tape"}):
                 processes.stop_pid(pid)
         return stopped
 
@@ -532,7 +532,17 @@ http {{
 
     def _start_iperf3(self) -> None:
         port = self.ports()["iperf3"]
-        argv = ["iperf3", "--server", "--port", str(port), "--bind", self.config.host]
+        # --logfile names this testbed's directory, so that `down` can find a server whose PID file was lost.
+        argv = [
+            "iperf3",
+            "--server",
+            "--port",
+            str(port),
+            "--bind",
+            self.config.host,
+            "--logfile",
+            str(self._log("iperf3")),
+        ]
         processes.start(argv, pidfile=self._pidfile("iperf3"), logfile=self._log("iperf3"))
 
     # --- what clients need -----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -42,10 +43,9 @@ def celery_worker_process(django_db_setup: None, tmp_path: Path) -> Iterator[str
     """
     queue = f"test-{uuid.uuid4().hex[:8]}"
     db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{connection.settings_dict['NAME']}",
-    }
+    credentials = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
+    database = quote(connection.settings_dict["NAME"], safe="")
+    env = {**os.environ, "DATABASE_URL": f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{database}"}
     pidfile = tmp_path / "worker.pid"
     argv = [
         sys.executable,

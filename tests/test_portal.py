@@ -69,3 +69,16 @@ def test_the_navigation_offers_tokens_only_to_coordinators(client: Client, djang
     assert b'href="/tokens/"' not in client.get("/").content
     client.force_login(coordinator)
     assert b'href="/tokens/"' in client.get("/").content
+
+
+def test_the_admin_is_open_to_coordinators_and_closed_to_viewers(client: Client, django_user_model: Any) -> None:
+    from sites.choices import Role
+    from sites.roles import membership_grant
+
+    coordinator = django_user_model.objects.create_user("c")  # not staff: the role is what counts
+    membership_grant(user=coordinator, role=Role.COORDINATOR)
+    client.force_login(django_user_model.objects.create_user("v"))
+    assert client.get("/admin/sites/site/").status_code == 302
+    client.force_login(coordinator)
+    assert client.get("/admin/sites/site/").status_code == 200
+    assert client.get("/admin/sites/site/add/").status_code == 200

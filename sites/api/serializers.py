@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
+from sites.roles import user_is_coordinator
 from sites.validators import endpoint_url_problem
 
 
@@ -71,6 +72,23 @@ class SiteSerializer(serializers.ModelSerializer[Site]):
             "endpoints",
             "network_hosts",
         ]
+
+    # The import matches sites by name: only coordinators may rename, re-tier or re-scope a site.
+    COORDINATOR_FIELDS = ("name", "tier", "experiments")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        request = self.context.get("request")
+        if self.instance is not None and request is not None and not user_is_coordinator(user=request.user):
+            refused = {
+                field: "only coordinators change this"
+                for field in self.COORDINATOR_FIELDS
+                if field in attrs and attrs[field] != getattr(self.instance, field, None) and field != "experiments"
+            }
+            if "experiments" in attrs and set(attrs["experiments"]) != set(self.instance.experiments.all()):
+                refused["experiments"] = "only coordinators change this"
+            if refused:
+                raise serializers.ValidationError(refused)
+        return attrs
 
     def validate_country(self, value: str) -> str:
         if len(value) != 2 or not value.isalpha() or not value.isupper():

@@ -100,7 +100,12 @@ def test_changing_a_row_of_ones_own_site(role: str, path: str, registry: dict[st
 @pytest.mark.parametrize("path", ["sites", "endpoints", "hosts", "capacities"])
 def test_changing_a_row_of_another_site(role: str, path: str, registry: dict[str, Any]) -> None:
     client = client_for(role, registry)
-    assert _change(client, path, _row(path, registry["other"], registry)) == WRITE_OTHER[role]
+    row = _row(path, registry["other"], registry)
+    before = {field.name: getattr(row, field.attname) for field in type(row)._meta.concrete_fields}
+    assert _change(client, path, row) == WRITE_OTHER[role]
+    row.refresh_from_db()
+    after = {field.name: getattr(row, field.attname) for field in type(row)._meta.concrete_fields}
+    assert (after == before) is (WRITE_OTHER[role] != 200)
 
 
 @pytest.mark.parametrize(
@@ -132,8 +137,30 @@ def test_a_site_admin_adds_endpoints_only_to_their_site(site: str, expected: int
     assert StorageEndpoint.objects.filter(url=body["url"]).exists() is (expected == 201)
 
 
-def test_a_ddm_token_of_one_experiment_cannot_touch_the_registry_of_another(registry: dict[str, Any]) -> None:
+def test_a_ddm_token_cannot_rename_an_experiment(registry: dict[str, Any]) -> None:
     client = client_for("ddm", registry)
     cms = Experiment.objects.get(name="CMS")
     assert client.patch(f"/api/v1/experiments/{cms.pk}/", {"name": "CMS2"}, format="json").status_code == 403
     assert Experiment.objects.filter(name="CMS").exists()
+
+
+@pytest.mark.parametrize(("field", "value"), [("name", "RENAMED"), ("tier", 3), ("experiments", ["ATLAS"])])
+def test_a_site_admin_cannot_rename_retier_or_rescope_their_site(
+    field: str, value: Any, registry: dict[str, Any]
+) -> None:
+    client = client_for("site-admin", registry)
+    response = client.patch(f"/api/v1/sites/{registry['own'].pk}/", {field: value}, format="json")
+    assert response.status_code == 400
+    assert response.json()[field] == ["only coordinators change this"]
+    registry["own"].refresh_from_db()
+    assert (registry["own"].name, registry["own"].tier, registry["own"].experiments.count()) == ("OWN", 1, 2)
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("path", ["endpoints", "hosts", "capacities"])
+def test_deleting_a_row_of_ones_own_site(role: str, path: str, registry: dict[str, Any]) -> None:
+    row = _row(path, registry["own"], registry)
+    status = client_for(role, registry).delete(f"/api/v1/{path}/{row.pk}/").status_code
+    expected = {"anonymous": 401, "viewer": 403, "ddm": 403, "site-admin": 403, "coordinator": 204}[role]
+    assert status == expected
+    assert type(row).objects.filter(pk=row.pk).exists() is (expected != 204)

@@ -338,3 +338,24 @@ def test_revoking_needs_the_csrf_token(user: Any) -> None:
     assert client.post(reverse("tokens:revoke", args=[token.pk])).status_code == 403
     token.refresh_from_db()
     assert token.revoked is None
+
+
+@pytest.mark.django_db
+def test_a_token_carries_only_the_role_it_was_issued_for() -> None:
+    """A viewer token of a user who also coordinates cannot write; a second DDM token does not widen the first."""
+    from rest_framework.test import APIClient
+
+    from sites.models import Experiment
+    from sites.tokens import token_issue
+
+    atlas, cms = Experiment.objects.create(name="ATLAS"), Experiment.objects.create(name="CMS")
+    _, coordinator_key = token_issue(username="svc", role="coordinator")
+    _, viewer_key = token_issue(username="svc", role="viewer")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {viewer_key}")
+    assert client.post("/api/v1/experiments/", {"name": "LHCB"}, format="json").status_code == 403
+    client.credentials(HTTP_AUTHORIZATION=f"Token {coordinator_key}")
+    assert client.post("/api/v1/experiments/", {"name": "LHCB"}, format="json").status_code == 201
+    atlas_token, _ = token_issue(username="ddm", role="ddm", experiment=atlas)
+    token_issue(username="ddm", role="ddm", experiment=cms)
+    assert atlas_token.membership is not None and atlas_token.membership.experiment == atlas

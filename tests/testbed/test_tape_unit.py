@@ -67,16 +67,18 @@ def make_library(tmp_path: Path) -> Iterator[Callable[..., TapeLibrary]]:
         ("root://host:1094//data/a", "/data/a"),
     ],
 )
-def test_normalize_path(raw: str, expected: str) -> None:
+def test_paths_are_normalised_to_one_leading_slash_without_dots(raw: str, expected: str) -> None:
     assert normalize_path(raw) == expected
 
 
-def test_normalize_path_rejects_empty() -> None:
+def test_an_empty_path_is_refused() -> None:
     with pytest.raises(ValueError):
         normalize_path("  ")
 
 
-def test_fifo_with_mounts_and_reads(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_files_stage_first_in_first_out_paying_mount_and_read_time(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     # One drive, mount 0.2 s, 100 bytes at 1000 B/s = 0.1 s: tapes alternate, so every file pays a mount.
     for lfn in ("/data/A/f1", "/data/A/f2", "/data/B/f1", "/data/B/f2"):
         put(tmp_path, "tape", lfn)
@@ -92,7 +94,9 @@ def test_fifo_with_mounts_and_reads(tmp_path: Path, make_library: Callable[..., 
     assert (tmp_path / "disk/data/B/f2").read_bytes() == b"x" * 100
 
 
-def test_same_tape_mounts_once(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_a_drive_holding_the_tape_does_not_mount_it_again(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     for lfn in ("/data/A/f1", "/data/A/f2", "/data/A/f3"):
         put(tmp_path, "tape", lfn)
     library = make_library(drives=1, drive_rate=1000, mount_time=0.2)
@@ -102,7 +106,9 @@ def test_same_tape_mounts_once(tmp_path: Path, make_library: Callable[..., TapeL
     assert request.completed() - request.created == pytest.approx(0.5, abs=0.1)  # type: ignore[operator]
 
 
-def test_on_disk_completes_and_missing_fails(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_a_file_on_disk_completes_at_once_and_a_missing_one_fails(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     put(tmp_path, "disk", "/data/online")
     library = make_library(stage_delay=10)
     request = library.submit(["/data/online", "/data/missing"])
@@ -115,7 +121,9 @@ def test_on_disk_completes_and_missing_fails(tmp_path: Path, make_library: Calla
     assert view["completedAt"] is not None
 
 
-def test_cancel_queued_and_reading(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_cancel_stops_queued_files_and_the_one_being_read(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     put(tmp_path, "tape", "/data/A/big", size=10_000)
     put(tmp_path, "tape", "/data/A/queued")
     library = make_library(drives=1, drive_rate=1000)
@@ -134,7 +142,9 @@ def test_cancel_queued_and_reading(tmp_path: Path, make_library: Callable[..., T
     assert error.value.status == 404
 
 
-def test_cancel_before_stage(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_a_cancel_that_overtakes_its_stage_is_applied_when_it_arrives(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     # XRootD runs the prepare program asynchronously: a cancel may reach the daemon before its stage.
     put(tmp_path, "tape", "/data/A/f")
     put(tmp_path, "tape", "/data/A/g")
@@ -145,7 +155,9 @@ def test_cancel_before_stage(tmp_path: Path, make_library: Callable[..., TapeLib
     assert request.files["/data/A/g"].state == SUBMITTED
 
 
-def test_evict_and_locality(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_evict_removes_disk_copies_and_locality_follows(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     put(tmp_path, "tape", "/data/both")
     put(tmp_path, "disk", "/data/both")
     put(tmp_path, "disk", "/data/diskonly")
@@ -167,7 +179,9 @@ def test_evict_and_locality(tmp_path: Path, make_library: Callable[..., TapeLibr
     assert library.locality("/data/both") == "TAPE"
 
 
-def test_prepare_query(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_the_prepare_query_answer_has_what_gfal2_checks(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     put(tmp_path, "tape", "/data/A/f")
     library = make_library(stage_delay=10)
     library.submit(["/data/A/f", "/data/A/missing"], request_id="rid-2")
@@ -181,7 +195,7 @@ def test_prepare_query(tmp_path: Path, make_library: Callable[..., TapeLibrary])
     assert library.prepare_query_json("unknown", ["/data/A/f"])["known"] is False
 
 
-def test_tape_prep_arguments_and_output() -> None:
+def test_the_prepare_program_parses_xrootd_arguments_and_keeps_its_answer_short() -> None:
     argv = ["--control", "http://127.0.0.1:9/", "-p", "0", "--", "rid:1", "stage", "/data/a", "/data/b?x=y"]
     assert tape_prep.parse_argv(argv) == ("http://127.0.0.1:9", "rid:1", "stage", ["/data/a", "/data/b"])
     with pytest.raises(tape_prep.UsageError):
@@ -205,7 +219,7 @@ def test_tape_prep_arguments_and_output() -> None:
     assert set(json.loads(text)["responses"][0]) == set(tape_prep.ONLINE_FIELDS)
 
 
-def test_tape_mss(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_mss_program_answers_statx_in_the_oss_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tape = tmp_path / "tape"
     put(tmp_path, "tape", "/data/f", size=123)
     tape_mss.run(["--tape-root", str(tape), "statx", "/data/f"])
@@ -224,7 +238,9 @@ def test_tape_mss(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == "0\n0\n0\n-2\n"
 
 
-def test_http_api(tmp_path: Path, make_library: Callable[..., TapeLibrary]) -> None:
+def test_the_tape_rest_api_answers_as_gfal2_expects_and_refuses_bad_input(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
     put(tmp_path, "tape", "/data/A/f", size=10)
     library = make_library(drive_rate=1e6)
     server = TapeHTTPServer(("127.0.0.1", 0), library, "TEST", "http://unused", internal=True)
