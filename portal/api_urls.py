@@ -7,4 +7,5 @@ from . import views
 urlpatterns = [
     path("status/", views.StatusView.as_view(), name="api-status"),
     path("", include("sites.api.urls")),
+    path("", include("challenges.api.urls")),
 ]

@@ -1,13 +1,18 @@
-"""The demo: a coordinator account to log in with, and the local testbed's sites in the registry."""
+"""The demo: a coordinator account to log in with, the local testbed's sites in the registry, and a small
+challenge on them that runs this week (two experiments oversubscribe the tape site on purpose)."""
 
 from __future__ import annotations
 
 import secrets
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from challenges.plan import PlanImportSummary, plan_import
 from sites.choices import Role
 from sites.documents import sites_document_load
 from sites.roles import membership_grant
@@ -41,3 +46,84 @@ def demo_sites_load() -> ImportSummary | None:
     if not path.exists():
         return None
     return sites_import(document=sites_document_load(text=path.read_text()))
+
+
+def demo_plan(*, now: datetime) -> dict[str, Any]:
+    """A two-week challenge starting on this week's Monday (UTC), on the testbed's sites."""
+    monday = (now - timedelta(days=now.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
+
+    def at(days: float) -> str:
+        return (monday + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    today = now.weekday()
+    return {
+        "name": "Demo challenge on the local testbed",
+        "slug": "demo",
+        "start": at(0),
+        "end": at(14),
+        "description": "Made by manage.py load_demo: T0 export, tape writes while data is taken (DT), "
+        "tape recalls after (A-DT).",
+        "activities": [
+            {
+                "name": "ATLAS T0 export",
+                "experiment": "ATLAS",
+                "mode": "DT",
+                "kind": "transfer",
+                "start": at(today - 1),
+                "end": at(today + 3),
+                "source": "TB-T0",
+                "file_size": 100_000_000,
+                "file_count": 20,
+                "concurrency": 10,
+                "copy_mode": "pull",
+                "targets": [
+                    {"link": {"from": "TB-T0", "to": "TB-T1-A"}, "rate": 0.2e9},
+                    {"site": "TB-T1-B", "direction": "in", "rate": 0.1e9},
+                ],
+            },
+            {
+                "name": "ATLAS DT",
+                "experiment": "ATLAS",
+                "mode": "DT",
+                "kind": "tape-write",
+                "start": at(today),
+                "end": at(today + 2),
+                "source": "TB-T0",
+                "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.2e9}],
+            },
+            {
+                "name": "CMS DT",
+                "experiment": "CMS",
+                "mode": "DT",
+                "kind": "tape-write",
+                "start": at(today + 1),
+                "end": at(today + 3),
+                "source": "TB-T0",
+                "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.3e9}],
+            },
+            {
+                "name": "CMS A-DT",
+                "experiment": "CMS",
+                "mode": "A-DT",
+                "kind": "staging",
+                "start": at(7),
+                "end": at(10),
+                "file_count": 10,
+                "file_size": 10_000_000,
+                "targets": [
+                    {
+                        "site": "TB-TAPE",
+                        "direction": "out",
+                        "rate": 0.3e9,
+                        "nominal_rate": 0.1e9,
+                        "factors": {"headroom": 1.5, "efficiency": 2},
+                    }
+                ],
+            },
+        ],
+    }
+
+
+def demo_challenge_load() -> PlanImportSummary:
+    """Create or refresh the demo challenge (needs the testbed's sites in the registry)."""
+    return plan_import(document=demo_plan(now=timezone.now()))

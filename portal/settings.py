@@ -140,6 +140,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",  # operations are grouped by resource (sites, endpoints, ...)
+    # Endpoints' third-party modes and activities' copy modes are the same set: one name for both.
+    "ENUM_NAME_OVERRIDES": {"TransferModeEnum": "sites.choices.TpcMode"},
     # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +83,15 @@ def test_the_admin_is_open_to_coordinators_and_closed_to_viewers(client: Client,
     client.force_login(coordinator)
     assert client.get("/admin/sites/site/").status_code == 200
     assert client.get("/admin/sites/site/add/").status_code == 200
+
+
+@pytest.mark.testbed
+def test_the_demo_challenge_runs_this_week_on_the_testbed_sites(testbed: Any) -> None:
+    from challenges.models import Challenge
+
+    call_command("load_demo")
+    call_command("load_demo")  # a second load refreshes in place
+    challenge = Challenge.objects.get(slug="demo")
+    assert challenge.start <= timezone.now() < challenge.end
+    assert challenge.activities.filter(start__lte=timezone.now(), end__gt=timezone.now()).exists()
+    assert Challenge.objects.count() == 1

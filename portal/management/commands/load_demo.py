@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from portal.demo import demo_sites_load, demo_user_ensure
+from portal.demo import demo_challenge_load, demo_sites_load, demo_user_ensure
 
 
 class Command(BaseCommand):
@@ -18,5 +18,6 @@ class Command(BaseCommand):
             self.stdout.write("no testbed sites document yet (start the testbed first): registry left as it is")
         else:
             self.stdout.write(f"testbed sites loaded: {summary}")
+            self.stdout.write(f"demo challenge loaded: {demo_challenge_load()}")
         username, password = demo_user_ensure()
         self.stdout.write(f"demo login: {username} / {password}")

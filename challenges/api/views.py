@@ -1,0 +1,148 @@
+"""Planning API: challenges, activities and targets (coordinators write), the plan document, and the clock
+for DDM injectors. A DDM token reads the plans of its own experiment only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch, Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from challenges import documents, plan
+from challenges.models import Activity, Challenge, Target
+from sites.models import Experiment
+from sites.roles import user_experiment_ids, user_is_coordinator, user_roles
+
+from .serializers import ActivitySerializer, ChallengeSerializer, TargetSerializer
+
+
+def visible_experiment_ids(user: Any) -> set[int] | None:
+    """The experiments whose plans the user may read: None for all; a DDM service sees its own only."""
+    if user_is_coordinator(user=user) or user_roles(user=user) - {"ddm"}:
+        return None
+    return user_experiment_ids(user=user) if "ddm" in user_roles(user=user) else None
+
+
+class PlanPermission(BasePermission):
+    """Everyone logged in reads; coordinators write."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return request.method in SAFE_METHODS or user_is_coordinator(user=request.user)
+
+
+class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
+    queryset = Challenge.objects.select_related("compare_with")
+    serializer_class = ChallengeSerializer
+    permission_classes = [PlanPermission]
+    lookup_field = "slug"
+    filterset_fields = ["slug"]
+
+    def get_queryset(self) -> QuerySet[Challenge]:
+        visible = visible_experiment_ids(self.request.user)
+        queryset = super().get_queryset()
+        if visible is not None:
+            queryset = queryset.filter(activities__experiment_id__in=visible).distinct()
+        return queryset
+
+    @extend_schema(
+        request={"application/json": dict, "application/yaml": dict},
+        responses={
+            200: OpenApiResponse(description="counts of created, updated and deleted rows"),
+            400: OpenApiResponse(description='{"errors": [{"place": "activities[0].end", "error": "..."}]}'),
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_document(self, request: Request) -> Response:
+        """Create or update a challenge from its plan document (JSON or YAML), all or nothing."""
+        try:
+            document = documents.plan_document_load(text=request.body, content_type=request.content_type)
+            summary = plan.plan_import(document=document)
+        except documents.PlanDocumentError as exc:
+            return Response({"errors": exc.errors}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(summary.as_dict())
+
+    @extend_schema(responses={200: OpenApiResponse(description="the plan document")})
+    @action(detail=True, methods=["get"])
+    def plan(self, request: Request, slug: str) -> Response:
+        """The challenge as a plan document (the shape import takes); a DDM service sees its experiment only."""
+        document = plan.plan_export(challenge=self.get_object())
+        visible = visible_experiment_ids(request.user)
+        if visible is not None:
+            names = {name.lower() for name in Experiment.objects.filter(pk__in=visible).values_list("name", flat=True)}
+            document["activities"] = [a for a in document["activities"] if a["experiment"].lower() in names]
+        return Response(document)
+
+
+class ActivityViewSet(viewsets.ModelViewSet[Activity]):
+    queryset = Activity.objects.select_related("challenge", "experiment", "source").prefetch_related(
+        Prefetch("targets", queryset=Target.objects.select_related("activity", "site", "link_from", "link_to"))
+    )
+    serializer_class = ActivitySerializer
+    permission_classes = [PlanPermission]
+    filterset_fields = {
+        "challenge__slug": ["exact"],
+        "experiment__name": ["iexact"],
+        "kind": ["exact"],
+        "mode": ["exact"],
+    }
+
+    def get_queryset(self) -> QuerySet[Activity]:
+        visible = visible_experiment_ids(self.request.user)
+        queryset = super().get_queryset()
+        return queryset if visible is None else queryset.filter(experiment_id__in=visible)
+
+
+class TargetViewSet(viewsets.ModelViewSet[Target]):
+    queryset = Target.objects.select_related("activity", "site", "link_from", "link_to")
+    serializer_class = TargetSerializer
+    permission_classes = [PlanPermission]
+    filterset_fields = {"activity": ["exact"], "activity__challenge__slug": ["exact"], "site__name": ["exact"]}
+
+    def get_queryset(self) -> QuerySet[Target]:
+        visible = visible_experiment_ids(self.request.user)
+        queryset = super().get_queryset()
+        return queryset if visible is None else queryset.filter(activity__experiment_id__in=visible)
+
+
+class ClockNowView(APIView):
+    """The activities running now for one experiment, with their targets: what an injector follows."""
+
+    permission_classes = [PlanPermission]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("experiment", str, required=True, description="experiment (VO) name")],
+        responses={
+            200: inline_serializer(
+                "ClockNow",
+                {
+                    "now": serializers.DateTimeField(),
+                    "experiment": serializers.CharField(),
+                    "activities": ActivitySerializer(many=True),
+                },
+            )
+        },
+    )
+    def get(self, request: Request) -> Response:
+        name = request.query_params.get("experiment", "").strip()
+        if not name:
+            raise ValidationError({"experiment": ["required: the experiment (VO) name"]})
+        experiment = get_object_or_404(Experiment, name__iexact=name)
+        visible = visible_experiment_ids(request.user)
+        if visible is not None and experiment.pk not in visible:
+            raise PermissionDenied(f"this token reads the plans of its own experiment, not {experiment.name}")
+        now = timezone.now()
+        running = ActivityViewSet.queryset.filter(Q(start__lte=now) & Q(end__gt=now), experiment=experiment)
+        return Response(
+            {"now": now, "experiment": experiment.name, "activities": ActivitySerializer(running, many=True).data}
+        )
