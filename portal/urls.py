@@ -11,7 +11,7 @@ from . import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
-    path("challenges/", views.section, {"section": "challenges"}, name="challenges"),
+    path("challenges/", include("challenges.urls")),
     path("sites/", include("sites.urls")),
     path("results/", views.section, {"section": "results"}, name="results"),
     path(

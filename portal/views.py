@@ -16,7 +16,6 @@ from rest_framework.views import APIView
 from . import health
 
 SECTIONS = {
-    "challenges": "Challenges: the shared clock, activities and their targets.",
     "results": "Results: target versus achieved, FROM x TO matrices, failure causes and time series.",
 }
 

@@ -1,0 +1,444 @@
+"""Challenge pages: the list, the clock (grid + Gantt), the site load planner, the coordinators' forms, the
+iCalendar feeds and the Plotly library itself (served from the installed package: the machines have no outside
+network). Every table exports as ?format=csv or ?format=json (&table=NAME on pages with several)."""
+
+from __future__ import annotations
+
+import csv
+import functools
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import plotly
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_POST
+from plotly.offline import get_plotlyjs
+
+from sites.models import Site
+from sites.roles import user_is_coordinator
+from sites.tokens import token_authenticate
+
+from . import charts, selectors
+from .calendar import activities_calendar
+from .forms import ActivityForm, ChallengeForm, TargetForm
+from .models import Activity, Challenge, Target
+
+View = Callable[..., HttpResponseBase]
+PLOTLY_VERSION = plotly.__version__
+
+
+# --- access ---------------------------------------------------------------------------------------------------
+
+
+def read_access(view: View) -> View:
+    """Logged-in users read; anyone does when settings.ANONYMOUS_READ is true."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_authenticated and not settings.ANONYMOUS_READ:
+            return redirect_to_login(request.get_full_path())
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def feed_access(view: View) -> View:
+    """Like read_access, but calendar clients cannot log in: they may send `Authorization: Token KEY` instead,
+    and are answered 401 rather than sent to the login page."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_authenticated and not settings.ANONYMOUS_READ:
+            words = request.headers.get("Authorization", "").split()
+            token = token_authenticate(key=words[1]) if len(words) == 2 and words[0].lower() == "token" else None
+            if token is None or not token.user.is_active:
+                response = HttpResponse("log in or send Authorization: Token KEY\n", status=401)
+                response["WWW-Authenticate"] = "Token"
+                return response
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def coordinator_required(view: View) -> View:
+    """Coordinators only: anonymous users go to the login page, everyone else gets 403."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not user_is_coordinator(user=request.user):
+            raise PermissionDenied("only coordinators change the plan")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+# --- exports --------------------------------------------------------------------------------------------------
+
+
+def _export(request: HttpRequest, *, name: str, columns: Sequence[str], rows: list[dict[str, Any]]) -> HttpResponse:
+    """The table's rows as CSV (lists joined by "; ") or JSON ({"table": ..., "rows": [...]})."""
+    if request.GET.get("format") == "json":
+        return JsonResponse({"table": name, "columns": list(columns), "rows": rows})
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["; ".join(map(str, v)) if isinstance(v, list | tuple) else v for v in map(row.get, columns)])
+    return response
+
+
+def _wants_export(request: HttpRequest) -> bool:
+    return request.GET.get("format") in ("csv", "json")
+
+
+def _iso(moment: Any) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+# --- reading pages --------------------------------------------------------------------------------------------
+
+
+@read_access
+def challenge_list(request: HttpRequest) -> HttpResponse:
+    """Every challenge, newest first, with how many activities and experiments it plans."""
+    challenges = Challenge.objects.annotate(
+        activity_count=Count("activities", distinct=True),
+        experiment_count=Count("activities__experiment", distinct=True),
+    )
+    if _wants_export(request):
+        columns = ["slug", "name", "start", "end", "activities", "experiments"]
+        rows = [
+            {
+                "slug": c.slug,
+                "name": c.name,
+                "start": _iso(c.start),
+                "end": _iso(c.end),
+                "activities": c.activity_count,
+                "experiments": c.experiment_count,
+            }
+            for c in challenges
+        ]
+        return _export(request, name="challenges", columns=columns, rows=rows)
+    return render(request, "challenges/challenge_list.html", {"challenges": challenges})
+
+
+@read_access
+def challenge_clock(request: HttpRequest, slug: str) -> HttpResponse:
+    """The shared clock: the experiments x weeks grid, the Gantt timeline and the activities with targets."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    if _wants_export(request) and request.GET.get("table") == "activities":
+        activities = list(selectors.challenge_activities(challenge=challenge))
+        return _export(request, name=f"{slug}-activities", columns=ACTIVITY_COLUMNS, rows=_activity_rows(activities))
+    grid = selectors.clock_grid(challenge=challenge)
+    if _wants_export(request):
+        rows = [
+            {
+                "experiment": row.experiment,
+                "week": cell.week.date().isoformat(),
+                "modes": list(cell.modes),
+                "kinds": list(cell.kinds),
+                "activities": [entry.name for entry in cell.entries],
+            }
+            for row in grid.rows
+            for cell in row.cells
+        ]
+        columns = ["experiment", "week", "modes", "kinds", "activities"]
+        return _export(request, name=f"{slug}-clock", columns=columns, rows=rows)
+    activities = list(selectors.challenge_activities(challenge=challenge))
+    gantt = charts.clock_gantt(activities=activities, now=timezone.now(), start=challenge.start, end=challenge.end)
+    context = {
+        "challenge": challenge,
+        "grid": grid,
+        "activities": [(activity, _targets_with_derivation(activity)) for activity in activities],
+        "gantt": gantt,
+        "plotly_version": PLOTLY_VERSION,
+        "can_edit": user_is_coordinator(user=request.user),
+    }
+    return render(request, "challenges/challenge_clock.html", context)
+
+
+ACTIVITY_COLUMNS = ["name", "experiment", "mode", "kind", "start", "end", "source", "targets"]
+
+
+def _activity_rows(activities: list[Activity]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": activity.name,
+            "experiment": activity.experiment.name,
+            "mode": activity.mode,
+            "kind": activity.kind,
+            "start": _iso(activity.start),
+            "end": _iso(activity.end),
+            "source": activity.source.name if activity.source else None,
+            "targets": [f"{target.place} {target.rate:.6g} B/s" for target in activity.targets.all()],
+        }
+        for activity in activities
+    ]
+
+
+def _targets_with_derivation(activity: Activity) -> list[tuple[Target, str | None]]:
+    return [(target, selectors.target_derivation(target=target)) for target in activity.targets.all()]
+
+
+LOAD_COLUMNS = [
+    "start",
+    "end",
+    "hours",
+    "site",
+    "network_in_Bps",
+    "network_out_Bps",
+    "network_Bps",
+    "network_capacity_Bps",
+    "tape_in_Bps",
+    "tape_out_Bps",
+    "tape_Bps",
+    "tape_capacity_Bps",
+    "oversubscribed",
+    "experiments",
+]
+
+
+@read_access
+def challenge_load(request: HttpRequest, slug: str) -> HttpResponse:
+    """The site load planner: every site's summed targets per hour against its capacity, and how many experiments
+    run at once. ?per=hour on an export lists every hour instead of spans of identical hours."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    table = request.GET.get("table", "load")
+    hourly = request.GET.get("per") == "hour"
+    if _wants_export(request) and table == "concurrency":
+        concurrency = selectors.experiments_concurrency(challenge=challenge)
+        spans = (
+            [(moment, moment + timedelta(seconds=concurrency.step), 1.0, span) for moment, span in concurrency.hourly()]
+            if hourly
+            else [(span.start, span.end, span.hours, span) for span in concurrency.spans]
+        )
+        rows = [
+            {"start": _iso(a), "end": _iso(b), "hours": h, "count": s.count, "experiments": list(s.experiments)}
+            for a, b, h, s in spans
+        ]
+        columns = ["start", "end", "hours", "count", "experiments"]
+        return _export(request, name=f"{slug}-experiments-at-once", columns=columns, rows=rows)
+    load = selectors.site_load(challenge=challenge)
+    if _wants_export(request):
+        step = timedelta(seconds=load.step)
+        periods = (
+            [(moment, moment + step, load.step / 3600, loads) for moment, loads in load.hourly()]
+            if hourly
+            else [(span.start, span.end, span.hours, span.loads) for span in load.spans]
+        )
+        rows = [
+            {
+                "start": _iso(start),
+                "end": _iso(end),
+                "hours": hours,
+                "site": column.name,
+                "network_in_Bps": cell.network_in,
+                "network_out_Bps": cell.network_out,
+                "network_Bps": cell.network,
+                "network_capacity_Bps": cell.network_capacity,
+                "tape_in_Bps": cell.tape_in,
+                "tape_out_Bps": cell.tape_out,
+                "tape_Bps": cell.tape,
+                "tape_capacity_Bps": cell.tape_capacity,
+                "oversubscribed": cell.oversubscribed,
+                "experiments": list(cell.oversubscribed_experiments),
+            }
+            for start, end, hours, loads in periods
+            for column, cell in zip(load.sites, loads, strict=True)
+        ]
+        return _export(request, name=f"{slug}-site-load", columns=LOAD_COLUMNS, rows=rows)
+    concurrency = selectors.experiments_concurrency(challenge=challenge)
+    context = {
+        "challenge": challenge,
+        "load": load,
+        "concurrency": concurrency,
+        "oversubscribed_spans": sum(1 for span in load.spans if any(cell.oversubscribed for cell in span.loads)),
+    }
+    return render(request, "challenges/challenge_load.html", context)
+
+
+# --- feeds and the Plotly library -----------------------------------------------------------------------------
+
+
+def _calendar_response(body: bytes, filename: str) -> HttpResponse:
+    response = HttpResponse(body, content_type="text/calendar; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="{filename}"'
+    return response
+
+
+@require_GET
+@feed_access
+def challenge_calendar(request: HttpRequest, slug: str) -> HttpResponse:
+    """One VEVENT per activity of the challenge."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    body = activities_calendar(
+        activities=selectors.challenge_activities(challenge=challenge).order_by("start", "pk"),
+        name=challenge.name,
+        url_of=lambda c: request.build_absolute_uri(reverse("challenges:clock", args=[c.slug])),
+    )
+    return _calendar_response(body, f"{slug}.ics")
+
+
+@require_GET
+@feed_access
+def site_calendar(request: HttpRequest, name: str) -> HttpResponse:
+    """The activities of every challenge that target or source the site."""
+    site = get_object_or_404(Site, name=name)
+    body = activities_calendar(
+        activities=selectors.site_activities(site=site),
+        name=f"{site.name}: data challenges",
+        url_of=lambda c: request.build_absolute_uri(reverse("challenges:clock", args=[c.slug])),
+    )
+    return _calendar_response(body, f"{site.name}.ics")
+
+
+@functools.cache
+def _plotly_js() -> bytes:
+    return get_plotlyjs().encode()
+
+
+@require_GET
+@cache_control(public=True, max_age=31_536_000, immutable=True)
+def plotly_js(request: HttpRequest) -> HttpResponse:
+    """plotly.js from the installed Python package; pages add ?v=VERSION, so a year's caching is safe."""
+    return HttpResponse(_plotly_js(), content_type="application/javascript; charset=utf-8")
+
+
+# --- the coordinators' forms ----------------------------------------------------------------------------------
+
+
+def _form_page(request: HttpRequest, *, form: Any, title: str, cancel: str, **extra: Any) -> HttpResponse:
+    return render(request, "challenges/form.html", {"form": form, "title": title, "cancel": cancel, **extra})
+
+
+@coordinator_required
+def challenge_create(request: HttpRequest) -> HttpResponse:
+    form = ChallengeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        challenge = form.save()
+        messages.success(request, f"Challenge {challenge.name} created.")
+        return redirect("challenges:clock", slug=challenge.slug)
+    return _form_page(request, form=form, title="New challenge", cancel=reverse("challenges:list"))
+
+
+@coordinator_required
+def challenge_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = ChallengeForm(request.POST or None, instance=challenge)
+    if request.method == "POST" and form.is_valid():
+        challenge = form.save()
+        messages.success(request, f"Challenge {challenge.name} saved.")
+        return redirect("challenges:clock", slug=challenge.slug)
+    cancel = reverse("challenges:clock", args=[slug])
+    return _form_page(request, form=form, title=f"Edit {challenge.name}", cancel=cancel, challenge=challenge)
+
+
+@coordinator_required
+def activity_create(request: HttpRequest, slug: str) -> HttpResponse:
+    challenge = get_object_or_404(Challenge, slug=slug)
+    form = ActivityForm(request.POST or None, challenge=challenge)
+    if request.method == "POST" and form.is_valid():
+        activity = form.save()
+        messages.success(request, f"Activity {activity.name} created; add its targets.")
+        return redirect("challenges:target_create", slug=slug, pk=activity.pk)
+    cancel = reverse("challenges:clock", args=[slug])
+    return _form_page(request, form=form, title=f"New activity in {challenge.name}", cancel=cancel, challenge=challenge)
+
+
+@coordinator_required
+def activity_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    activity = get_object_or_404(Activity.objects.select_related("challenge"), pk=pk, challenge__slug=slug)
+    form = ActivityForm(request.POST or None, instance=activity, challenge=activity.challenge)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Activity {activity.name} saved.")
+        return redirect("challenges:clock", slug=slug)
+    targets = activity.targets.select_related("site", "link_from", "link_to")
+    cancel = reverse("challenges:clock", args=[slug])
+    return _form_page(
+        request,
+        form=form,
+        title=f"Edit {activity.name}",
+        cancel=cancel,
+        challenge=activity.challenge,
+        activity=activity,
+        targets=[(target, selectors.target_derivation(target=target)) for target in targets],
+        delete_url=reverse("challenges:activity_delete", args=[slug, pk]),
+    )
+
+
+@require_POST
+@coordinator_required
+def activity_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    activity = get_object_or_404(Activity, pk=pk, challenge__slug=slug)
+    activity.delete()
+    messages.success(request, f"Activity {activity.name} deleted.")
+    return redirect("challenges:clock", slug=slug)
+
+
+@coordinator_required
+def target_create(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    activity = get_object_or_404(
+        Activity.objects.select_related("challenge", "experiment"), pk=pk, challenge__slug=slug
+    )
+    form = TargetForm(request.POST or None, activity=activity)
+    if request.method == "POST" and form.is_valid():
+        target = form.save()
+        messages.success(request, f"Target {target.place} added to {activity.name}.")
+        return redirect("challenges:clock", slug=slug)
+    cancel = reverse("challenges:clock", args=[slug])
+    return _form_page(
+        request,
+        form=form,
+        title=f"New target of {activity.name}",
+        cancel=cancel,
+        challenge=activity.challenge,
+        activity=activity,
+    )
+
+
+@coordinator_required
+def target_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    target = get_object_or_404(
+        Target.objects.select_related("activity__challenge", "activity__experiment"),
+        pk=pk,
+        activity__challenge__slug=slug,
+    )
+    form = TargetForm(request.POST or None, instance=target, activity=target.activity)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Target {target.place} saved.")
+        return redirect("challenges:clock", slug=slug)
+    cancel = reverse("challenges:clock", args=[slug])
+    return _form_page(
+        request,
+        form=form,
+        title=f"Edit target {target.place} of {target.activity.name}",
+        cancel=cancel,
+        challenge=target.activity.challenge,
+        activity=target.activity,
+        delete_url=reverse("challenges:target_delete", args=[slug, pk]),
+    )
+
+
+@require_POST
+@coordinator_required
+def target_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    target = get_object_or_404(Target.objects.select_related("activity"), pk=pk, activity__challenge__slug=slug)
+    place = target.place
+    target.delete()
+    messages.success(request, f"Target {place} deleted.")
+    return redirect("challenges:clock", slug=slug)
