@@ -358,6 +358,9 @@ class Testbed:
             f"all.pidpath {base / 'run'}",
             f"xrd.port {root_port}",
             "xrootd.chksum adler32",
+            # XRootD listens on every interface; accept connections from this machine only.
+            "xrd.allow host localhost",
+            "xrd.allow host 127.0.0.1",
             # Native third-party copy: the destination pulls with xrdcp.
             "ofs.tpc autorm xfr 8 pgm /usr/bin/xrdcp --server",
         ]
