@@ -1,1 +1,83 @@
-"""Models of the results app (filled by the issues that build it)."""
+"""What was measured: one transfer record per file transfer, and the per-minute rollup that rates read."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+from sites.models import Experiment, Site, StorageEndpoint
+
+from .choices import ErrorCategory, Origin, RecordState
+
+
+class TransferRecord(models.Model):
+    """One file transfer, whatever produced it. Its bytes count spread uniformly over its real [start, end)."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    source_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    destination_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    source_endpoint = models.ForeignKey(
+        StorageEndpoint, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    destination_endpoint = models.ForeignKey(
+        StorageEndpoint, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    source_url = models.TextField(blank=True)
+    destination_url = models.TextField(blank=True)
+    bytes = models.PositiveBigIntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    state = models.CharField(max_length=10, choices=RecordState.choices)
+    error_message = models.TextField(blank=True)
+    error_category = models.CharField(max_length=24, choices=ErrorCategory.choices, blank=True)
+    mode = models.CharField(max_length=16, blank=True, help_text="pull, push, streamed, native ...")
+    concurrency = models.PositiveIntegerField(null=True, blank=True)
+    origin = models.CharField(max_length=8, choices=Origin.choices)
+    origin_id = models.CharField(max_length=128, help_text="FTS tr_id, Rucio request-id, probe file id ...")
+
+    class Meta:
+        ordering = ["start", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["origin", "origin_id"], name="record_unique_origin_id"),
+            models.CheckConstraint(condition=Q(end__gte=F("start")), name="record_end_not_before_start"),
+        ]
+        indexes = [
+            models.Index(fields=["experiment", "start"]),
+            models.Index(fields=["source_site", "destination_site", "end"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.origin}:{self.origin_id} {self.state}"
+
+
+class RateRollup(models.Model):
+    """Bytes moved per minute per experiment, source site, destination site and mode (bytes of a transfer spread
+    over its [start, end)), and the files that ended in that minute. Kept up to date in the transaction that
+    stores the records; rates never scan the raw records."""
+
+    minute = models.DateTimeField()
+    experiment_id = models.BigIntegerField(null=True)
+    source_site_id = models.BigIntegerField(null=True)
+    destination_site_id = models.BigIntegerField(null=True)
+    mode = models.CharField(max_length=16, blank=True)
+    concurrency = models.PositiveIntegerField(null=True)
+    bytes = models.FloatField(default=0)
+    files_ok = models.PositiveIntegerField(default=0)
+    files_failed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["minute", "experiment_id", "source_site_id", "destination_site_id", "mode", "concurrency"],
+                name="rollup_unique_key",
+                nulls_distinct=False,
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["experiment_id", "minute"]),
+            models.Index(fields=["destination_site_id", "minute"]),
+            models.Index(fields=["source_site_id", "minute"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.bytes:.0f} B"
