@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 
 from .choices import RecordState
 from .models import TransferRecord
@@ -108,6 +108,7 @@ GROUP BY minute, experiment_id, source_site_id, destination_site_id, mode, concu
 """
 
 
+@transaction.atomic
 def rollups_rebuild() -> int:
     """Recompute the whole rollup from the records (after bulk loads or re-matching sites). Returns its rows."""
     with connection.cursor() as cursor:
