@@ -8,4 +8,5 @@ urlpatterns = [
     path("status/", views.StatusView.as_view(), name="api-status"),
     path("", include("sites.api.urls")),
     path("", include("challenges.api.urls")),
+    path("", include("results.api.urls")),
 ]

@@ -13,7 +13,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("challenges/", include("challenges.urls")),
     path("sites/", include("sites.urls")),
-    path("results/", views.section, {"section": "results"}, name="results"),
+    path("results/", include("results.urls")),
+    path("results/", include("results.matrix_urls")),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),

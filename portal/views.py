@@ -1,4 +1,4 @@
-"""Project-level pages: home, health, the section placeholders of the navigation, and the API status."""
+"""Project-level pages: home and health, and the API status."""
 
 from __future__ import annotations
 
@@ -15,10 +15,6 @@ from rest_framework.views import APIView
 
 from . import health
 
-SECTIONS = {
-    "results": "Results: target versus achieved, FROM x TO matrices, failure causes and time series.",
-}
-
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
@@ -31,12 +27,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
     status = health.portal_health()
     ok = status["database"] == "ok" and status["redis"] == "ok"
     return JsonResponse(status, status=200 if ok else 503)
-
-
-@login_required
-def section(request: HttpRequest, section: str) -> HttpResponse:
-    """A top-level section of the navigation; each app replaces its own as it lands."""
-    return render(request, "section.html", {"section": section, "summary": SECTIONS[section]})
 
 
 class StatusView(APIView):

@@ -81,3 +81,43 @@ class RateRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.minute:%Y-%m-%d %H:%M} {self.bytes:.0f} B"
+
+
+def validate_failure_pattern(pattern: str) -> None:
+    """A rule's pattern must be a regular expression that Python and PostgreSQL read alike (rules run in both:
+    on new records in Python, when re-categorising in SQL)."""
+    import re
+
+    from django.core.exceptions import ValidationError
+
+    if not pattern.strip():
+        raise ValidationError("a regular expression that matches part of an error message", code="empty")
+    if re.search(r"\\[bB]|\(\?P|\(\?<[^=!]|\(\?[aiLmsux-]+[:)]", pattern):
+        raise ValidationError(
+            "PostgreSQL reads \\b, named groups and inline flags differently: use (^|[^a-z]) for a word boundary, "
+            "plain groups, and no flags (rules always ignore case)",
+            code="dialect",
+        )
+    try:
+        re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise ValidationError(f"not a regular expression: {exc}", code="regex") from exc
+
+
+class FailureRule(models.Model):
+    """One ordered rule of the failure causes: a failed transfer's category is that of the first enabled rule
+    (lowest position) whose pattern matches its error message, ignoring case; "other" when none does."""
+
+    position = models.PositiveIntegerField(default=0, help_text="rules are tried from the lowest position up")
+    pattern = models.CharField(
+        max_length=500, validators=[validate_failure_pattern], help_text="a regular expression, case ignored"
+    )
+    category = models.CharField(max_length=24, choices=ErrorCategory.choices)
+    enabled = models.BooleanField(default=True)
+    note = models.CharField(max_length=200, blank=True, help_text="where the messages come from")
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.position}: /{self.pattern}/ -> {self.category}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.db.models import Q
 
+from .failures import failure_categorize_records
 from .models import TransferRecord
 from .rollups import rollup_add
 
@@ -36,6 +37,7 @@ def records_store(*, records: Sequence[TransferRecord]) -> StoreSummary:
             condition |= Q(origin=origin, origin_id__in=[oid for o, oid in unique if o == origin])
         existing = set(TransferRecord.objects.filter(condition).values_list("origin", "origin_id"))
     new = [record for key, record in unique.items() if key not in existing]
+    failure_categorize_records(new)
     TransferRecord.objects.bulk_create(new, batch_size=5000)
     rollup_add(records=new)
     return StoreSummary(stored=len(new), duplicates=len(records) - len(new))

@@ -214,3 +214,10 @@ def test_the_rates_of_a_challenge_take_a_bounded_number_of_queries(
         target(world, start=at(0), end=at(600))
     with django_assert_max_num_queries(1 + 5):
         assert len(rates_for_challenge(challenge=world["challenge"])) == 5
+
+
+def test_storing_a_failed_record_gives_it_a_failure_category(world: dict[str, Any]) -> None:
+    failed = record(world, start=at(0), end=at(1), size=1, state="failed")
+    failed.error_message = "Connection timed out after 300 seconds"
+    records_store(records=[failed])
+    assert TransferRecord.objects.get(origin_id=failed.origin_id).error_category == "timeout"

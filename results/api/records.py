@@ -1,0 +1,164 @@
+"""Results API: transfer records (read-only, filtered, bounded pagination, a DDM service sees its own
+experiment's) and the failure rules (everyone reads, coordinators write and re-categorise).
+
+Units: bytes, seconds, bytes per second; times ISO 8601 UTC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from challenges.api.views import PlanPermission, visible_experiment_ids
+from challenges.models import Challenge
+from sites.models import Experiment, Site
+
+from ..choices import ErrorCategory, RecordState
+from ..failures import failure_pattern_problem, failure_rule_next_position, failures_recategorize
+from ..models import FailureRule, TransferRecord
+
+RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
+
+
+class RecordFilter(django_filters.FilterSet):
+    """The filters of the records list, the same on the API and the page. `challenge` keeps the records that
+    ended inside the challenge's [start, end) or overlap it."""
+
+    challenge = django_filters.ModelChoiceFilter(
+        queryset=Challenge.objects.all(), to_field_name="slug", method="filter_challenge", label="challenge (slug)"
+    )
+    source = django_filters.CharFilter(field_name="source_site__name", lookup_expr="iexact", label="source site")
+    destination = django_filters.CharFilter(
+        field_name="destination_site__name", lookup_expr="iexact", label="destination site"
+    )
+    experiment = django_filters.CharFilter(field_name="experiment__name", lookup_expr="iexact")
+    mode = django_filters.CharFilter()
+    concurrency = django_filters.NumberFilter()
+    state = django_filters.ChoiceFilter(choices=RecordState.choices)
+    category = django_filters.ChoiceFilter(field_name="error_category", choices=ErrorCategory.choices)
+
+    class Meta:
+        model = TransferRecord
+        fields = ["challenge", "source", "destination", "experiment", "mode", "concurrency", "state", "category"]
+
+    def filter_challenge(
+        self, queryset: QuerySet[TransferRecord], name: str, value: Challenge | None
+    ) -> QuerySet[TransferRecord]:
+        if value is None:
+            return queryset
+        return queryset.filter(start__lt=value.end, end__gte=value.start)
+
+
+def records_visible_to(*, user: Any) -> QuerySet[TransferRecord]:
+    """The records a user may read: all, or a DDM service's own experiment's."""
+    records = TransferRecord.objects.select_related(*RECORD_RELATIONS).order_by("start", "id")
+    visible = visible_experiment_ids(user)
+    return records if visible is None else records.filter(experiment_id__in=visible)
+
+
+class TransferRecordSerializer(serializers.ModelSerializer[TransferRecord]):
+    experiment = serializers.SlugRelatedField[Experiment](slug_field="name", read_only=True, allow_null=True)
+    # Named like the query parameters; DRF's metaclass takes declared fields off the class, so this does not
+    # shadow Field.source (which mypy cannot know).
+    source = serializers.SlugRelatedField[Site](  # type: ignore[assignment]
+        source="source_site", slug_field="name", read_only=True, allow_null=True
+    )
+    destination = serializers.SlugRelatedField[Site](
+        source="destination_site", slug_field="name", read_only=True, allow_null=True
+    )
+    category = serializers.CharField(source="error_category", read_only=True)
+    duration = serializers.SerializerMethodField(help_text="seconds")
+    rate = serializers.SerializerMethodField(help_text="bytes per second; null for failed or instantaneous")
+
+    class Meta:
+        model = TransferRecord
+        fields = [
+            "id",
+            "experiment",
+            "source",
+            "destination",
+            "source_url",
+            "destination_url",
+            "bytes",
+            "start",
+            "end",
+            "duration",
+            "rate",
+            "state",
+            "error_message",
+            "category",
+            "mode",
+            "concurrency",
+            "origin",
+            "origin_id",
+        ]
+        read_only_fields = fields
+
+    def get_duration(self, record: TransferRecord) -> float:
+        return (record.end - record.start).total_seconds()
+
+    def get_rate(self, record: TransferRecord) -> float | None:
+        seconds = (record.end - record.start).total_seconds()
+        return record.bytes / seconds if record.state == RecordState.OK and seconds > 0 else None
+
+
+class TransferRecordViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[TransferRecord]):
+    """Transfer records, oldest first (start, id), filtered by challenge, sites, experiment, mode, concurrency,
+    state and failure category. A DDM token reads its own experiment's records only."""
+
+    queryset = TransferRecord.objects.all()
+    serializer_class = TransferRecordSerializer
+    filterset_class = RecordFilter
+
+    def get_queryset(self) -> QuerySet[TransferRecord]:
+        return records_visible_to(user=self.request.user)
+
+
+class FailureRuleSerializer(serializers.ModelSerializer[FailureRule]):
+    position = serializers.IntegerField(min_value=0, required=False, help_text="tried from the lowest up")
+
+    class Meta:
+        model = FailureRule
+        fields = ["id", "position", "pattern", "category", "enabled", "note"]
+
+    def validate_pattern(self, value: str) -> str:
+        problem = failure_pattern_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+    def create(self, validated_data: dict[str, Any]) -> FailureRule:
+        validated_data.setdefault("position", failure_rule_next_position())
+        return super().create(validated_data)
+
+
+class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
+    """The ordered rules that sort error messages into failure categories. Coordinators write; re-categorise
+    the stored records after a change with POST .../recategorize/."""
+
+    queryset = FailureRule.objects.order_by("position", "id")
+    serializer_class = FailureRuleSerializer
+    permission_classes = [PlanPermission]
+    filterset_fields = ["category", "enabled"]
+
+    @extend_schema(
+        request=None,
+        parameters=[OpenApiParameter("challenge", str, description="only this challenge's records (slug)")],
+        responses={200: inline_serializer("Recategorized", {"changed": serializers.IntegerField()})},
+    )
+    @action(detail=False, methods=["post"])
+    def recategorize(self, request: Request) -> Response:
+        """Apply the current rules to the stored failed records; answers how many changed category."""
+        slug = request.query_params.get("challenge") or request.data.get("challenge")
+        challenge = None
+        if slug:
+            challenge = Challenge.objects.filter(slug=slug).first()
+            if challenge is None:
+                raise serializers.ValidationError({"challenge": [f"no challenge {slug!r}"]})
+        return Response({"changed": failures_recategorize(challenge=challenge)})

@@ -1,0 +1,83 @@
+"""Rates API: target versus achieved of a challenge, one row per target (the definitions are in
+results/rates.py). Everyone logged in reads; a DDM service reads the rows of its own experiment only.
+
+Units: bytes, bytes per second; a failure ratio is a fraction of the files that ended inside the window."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from challenges.api.views import PlanPermission, visible_experiment_ids
+from challenges.models import Challenge
+
+from .. import selectors
+from ..rates import MET, MISSED, PARTLY
+
+RATE_ROW_FIELDS = {
+    "activity": serializers.CharField(),
+    "experiment": serializers.CharField(),
+    "mode": serializers.CharField(),
+    "site": serializers.CharField(required=False, help_text="the site of a site target (absent for a link)"),
+    "link": inline_serializer(
+        "RateRowLink",
+        {"from": serializers.CharField(), "to": serializers.CharField()},
+        required=False,
+        help_text="the two ends of a link target (absent for a site)",
+    ),
+    "direction": serializers.ChoiceField(
+        choices=["in", "out"], allow_null=True, help_text="in or out of the site; null for a link"
+    ),
+    "target_rate": serializers.FloatField(help_text="bytes per second"),
+    "average_rate": serializers.FloatField(help_text="bytes inside [start, end) / (end - start), B/s"),
+    "max_rate": serializers.FloatField(help_text="best mean over the challenge's max_window, B/s"),
+    "stable_rate": serializers.FloatField(
+        allow_null=True, help_text="best mean over the stable_window, B/s; null when the activity is shorter"
+    ),
+    "volume": serializers.FloatField(help_text="bytes moved inside the window"),
+    "files_ok": serializers.IntegerField(),
+    "files_failed": serializers.IntegerField(),
+    "failure_ratio": serializers.FloatField(allow_null=True, help_text="failed / (ok + failed); null without files"),
+    "verdict": serializers.ChoiceField(choices=[MET, PARTLY, MISSED]),
+}
+
+
+class ChallengeRatesView(APIView):
+    """Target versus achieved: one row per target of the challenge."""
+
+    permission_classes = [PlanPermission]
+
+    @extend_schema(
+        operation_id="challenges_rates",
+        parameters=[
+            OpenApiParameter("experiment", str, description="experiment (VO) name, any case"),
+            OpenApiParameter("activity", str, description="activity name"),
+            OpenApiParameter("site", str, description="site name: site targets there and links from or to it"),
+        ],
+        responses={
+            200: inline_serializer(
+                "ChallengeRates", {"rows": inline_serializer("RateRow", RATE_ROW_FIELDS, many=True)}
+            ),
+            404: OpenApiResponse(description="no such challenge (or none with the token's experiment)"),
+        },
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        challenge = get_object_or_404(Challenge, slug=slug)
+        visible = visible_experiment_ids(request.user)
+        # As in the planning API: a challenge without the DDM service's experiment does not exist for it.
+        if visible is not None and not challenge.activities.filter(experiment_id__in=visible).exists():
+            raise Http404("no such challenge")
+        params = request.query_params
+        rates = selectors.challenge_rates(
+            challenge=challenge,
+            experiment=params.get("experiment", "").strip() or None,
+            activity=params.get("activity", "").strip() or None,
+            site=params.get("site", "").strip() or None,
+            experiment_ids=visible,
+        )
+        return Response({"rows": [row.as_row() for row in rates]})

@@ -1,0 +1,180 @@
+"""Plotly figures of the results, built here from selector output and handed to the pages as JSON
+(`json_script`). Rates are drawn in GB/s (10^9 bytes per second); times are UTC."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import plotly.graph_objects as go
+
+from .rates import TargetRates
+from .selectors import RateSeries, ThroughputStats
+
+GB = 1e9
+ACHIEVED = "#0b5cad"
+TARGET = "#c0392b"
+STABLE = "#2e7d32"
+PEAK = "#b26a00"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _as_json(figure: go.Figure) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(figure.to_json())
+    return result
+
+
+def _window_band(*, figure: go.Figure, name: str, start: datetime, seconds: int, color: str, filled: bool) -> None:
+    """A vertical band over [start, start + seconds), labelled at its top."""
+    end = start + timedelta(seconds=seconds)
+    figure.add_shape(
+        type="rect",
+        name=name,
+        x0=_iso(start),
+        x1=_iso(end),
+        y0=0,
+        y1=1,
+        yref="paper",
+        layer="below",
+        fillcolor=color if filled else "rgba(0,0,0,0)",
+        opacity=0.15 if filled else 1,
+        line={"color": color, "width": 0 if filled else 1.5, "dash": "dot"},
+    )
+    figure.add_annotation(
+        x=_iso(start + (end - start) / 2),
+        y=1,
+        yref="paper",
+        text=name,
+        showarrow=False,
+        yanchor="bottom",
+        font={"color": color, "size": 12},
+    )
+
+
+def target_rate_figure(
+    *, rates: TargetRates, series: RateSeries, stable_window: int, max_window: int
+) -> dict[str, Any]:
+    """The achieved rate of one target over its activity, as a step line of the bins' mean rates, with the target
+    as a horizontal line, the stable window as a shaded band (and its rate over it) and the max window outlined."""
+    figure = go.Figure()
+    start, end = _iso(rates.start), _iso(rates.end)
+    if series.starts:
+        figure.add_trace(
+            go.Scatter(
+                name=f"achieved ({series.bin_minutes}-minute means)",
+                x=[_iso(moment) for moment in series.starts] + [_iso(series.ends[-1])],
+                y=[rate / GB for rate in series.rates] + [series.rates[-1] / GB],
+                mode="lines",
+                line={"color": ACHIEVED, "width": 1.5, "shape": "hv"},
+                hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{y:.3g} GB/s<extra></extra>",
+            )
+        )
+    figure.add_trace(
+        go.Scatter(
+            name="target",
+            x=[start, end],
+            y=[rates.target.rate / GB] * 2,
+            mode="lines",
+            line={"color": TARGET, "width": 2, "dash": "dash"},
+            hovertemplate="target %{y:.3g} GB/s<extra></extra>",
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            name="average",
+            x=[start, end],
+            y=[rates.average_rate / GB] * 2,
+            mode="lines",
+            line={"color": "#555", "width": 1, "dash": "dot"},
+            hovertemplate="average %{y:.3g} GB/s<extra></extra>",
+        )
+    )
+    if rates.stable_window_start is not None and rates.stable_rate is not None:
+        _window_band(
+            figure=figure,
+            name="stable window",
+            start=rates.stable_window_start,
+            seconds=stable_window,
+            color=STABLE,
+            filled=True,
+        )
+        stable_end = rates.stable_window_start + timedelta(seconds=stable_window)
+        figure.add_trace(
+            go.Scatter(
+                name="stable rate",
+                x=[_iso(rates.stable_window_start), _iso(stable_end)],
+                y=[rates.stable_rate / GB] * 2,
+                mode="lines",
+                line={"color": STABLE, "width": 2.5},
+                hovertemplate="stable %{y:.3g} GB/s<extra></extra>",
+            )
+        )
+    if rates.max_window_start is not None:
+        _window_band(
+            figure=figure, name="max window", start=rates.max_window_start, seconds=max_window, color=PEAK, filled=False
+        )
+        max_end = rates.max_window_start + timedelta(seconds=max_window)
+        figure.add_trace(
+            go.Scatter(
+                name="max rate",
+                x=[_iso(rates.max_window_start), _iso(max_end)],
+                y=[rates.max_rate / GB] * 2,
+                mode="lines",
+                line={"color": PEAK, "width": 2.5},
+                hovertemplate="max %{y:.3g} GB/s<extra></extra>",
+            )
+        )
+    figure.update_layout(
+        height=420,
+        margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        legend={"orientation": "h", "y": -0.18},
+        xaxis={"type": "date", "range": [start, end], "title": {"text": "UTC"}},
+        yaxis={"title": {"text": "GB/s"}, "rangemode": "tozero", "automargin": True},
+        plot_bgcolor="#fff",
+        hovermode="x unified",
+    )
+    return _as_json(figure)
+
+
+def throughput_histogram(*, series: RateSeries, stats: ThroughputStats, target_rate: float) -> dict[str, Any]:
+    """How often each throughput occurred: a histogram of the bins' mean rates, with the mean and the target as
+    vertical lines."""
+    figure = go.Figure(
+        go.Histogram(
+            name=f"{series.bin_minutes}-minute means",
+            x=[rate / GB for rate in series.rates],
+            marker_color=ACHIEVED,
+            hovertemplate="%{x} GB/s: %{y} bins<extra></extra>",
+        )
+    )
+    lines = [("target", target_rate, TARGET, "dash")]
+    if stats.mean is not None:
+        lines.append(("mean", stats.mean, "#555", "dot"))
+    for name, rate, color, dash in lines:
+        figure.add_shape(
+            type="line",
+            name=name,
+            x0=rate / GB,
+            x1=rate / GB,
+            y0=0,
+            y1=1,
+            yref="paper",
+            line={"color": color, "width": 2, "dash": dash},
+        )
+        figure.add_annotation(
+            x=rate / GB, y=1, yref="paper", text=name, showarrow=False, yanchor="bottom", font={"color": color}
+        )
+    figure.update_layout(
+        height=320,
+        margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        showlegend=False,
+        bargap=0.05,
+        xaxis={"title": {"text": "GB/s"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": f"{series.bin_minutes}-minute bins"}, "automargin": True},
+        plot_bgcolor="#fff",
+    )
+    return _as_json(figure)

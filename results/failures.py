@@ -1,0 +1,295 @@
+"""Failure causes: error messages sorted into categories by ordered rules (FailureRule), re-categorising stored
+records in SQL when the rules change, and the per link and mode breakdown of a challenge's failures.
+
+A failed transfer's category is that of the first enabled rule (lowest position) whose pattern matches its error
+message, ignoring case; "other" when none does. New records are categorised in Python (`failure_categorize_records`,
+called by records_store); stored ones in PostgreSQL (`failures_recategorize`). Patterns are checked to mean the
+same in both (models.validate_failure_pattern and `failure_pattern_problem`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import plotly.graph_objects as go
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Count, F, Func, Q, QuerySet
+from django.db.models.functions import TruncHour
+from plotly import colors
+
+from challenges.models import Challenge
+from sites.models import Site
+
+from .choices import ErrorCategory, RecordState
+from .models import FailureRule, TransferRecord, validate_failure_pattern
+
+CompiledRules = list[tuple[re.Pattern[str], str]]
+TOP_MESSAGES = 5
+UNCATEGORISED = ""  # failed records stored before the rules ran
+
+
+# --- the rules ------------------------------------------------------------------------------------------------
+
+
+def failure_rules_compiled() -> CompiledRules:
+    """The enabled rules in their order, compiled once (one query)."""
+    return [
+        (re.compile(pattern, re.IGNORECASE), category)
+        for pattern, category in FailureRule.objects.filter(enabled=True)
+        .order_by("position", "id")
+        .values_list("pattern", "category")
+    ]
+
+
+def failure_categorize(message: str, *, rules: CompiledRules | None = None) -> str:
+    """The category of one error message: the first matching rule's, "other" when none matches."""
+    for pattern, category in failure_rules_compiled() if rules is None else rules:
+        if pattern.search(message or ""):
+            return category
+    return ErrorCategory.OTHER.value
+
+
+def failure_categorize_records(records: Iterable[TransferRecord]) -> None:
+    """Set error_category on unsaved records (one query for the rules): failed ones by the rules, the others
+    blank. records_store calls this before inserting a batch."""
+    rules: CompiledRules | None = None
+    for record in records:
+        if record.state != RecordState.FAILED:
+            record.error_category = ""
+            continue
+        if rules is None:
+            rules = failure_rules_compiled()
+        record.error_category = failure_categorize(record.error_message, rules=rules)
+
+
+def failure_pattern_problem(pattern: str) -> str | None:
+    """Why a pattern cannot be a rule (Python or PostgreSQL refuses it, or they would read it differently), or
+    None when it can."""
+    try:
+        validate_failure_pattern(pattern)
+    except ValidationError as exc:
+        return " ".join(exc.messages)
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT '' ~* %s", [pattern])
+    except DatabaseError as exc:
+        return f"PostgreSQL refuses this regular expression: {str(exc).strip().splitlines()[0]}"
+    return None
+
+
+def failure_rules_renumber() -> None:
+    """Positions 10, 20, 30 ... in the current order, leaving room to insert between two rules."""
+    rules = list(FailureRule.objects.order_by("position", "id"))
+    for index, rule in enumerate(rules):
+        rule.position = (index + 1) * 10
+    FailureRule.objects.bulk_update(rules, ["position"])
+
+
+@transaction.atomic
+def failure_rule_move(*, rule: FailureRule, offset: int) -> None:
+    """Move a rule up (offset -1) or down (+1) in the order, swapping with its neighbour."""
+    failure_rules_renumber()
+    rules = list(FailureRule.objects.select_for_update().order_by("position", "id"))
+    index = next(i for i, other in enumerate(rules) if other.pk == rule.pk)
+    other_index = index + offset
+    if 0 <= other_index < len(rules):
+        first, second = rules[index], rules[other_index]
+        first.position, second.position = second.position, first.position
+        FailureRule.objects.bulk_update([first, second], ["position"])
+
+
+def failure_rule_next_position() -> int:
+    last = FailureRule.objects.order_by("-position").values_list("position", flat=True).first()
+    return (last or 0) + 10
+
+
+def _challenge_records(challenge: Challenge) -> Q:
+    """The records of a challenge: those ending inside its [start, end) (where their files count)."""
+    return Q(end__gte=challenge.start, end__lt=challenge.end)
+
+
+@transaction.atomic
+def failures_recategorize(*, challenge: Challenge | None = None) -> int:
+    """Apply the current rules to every stored failed record (of one challenge's window, or all) in one UPDATE:
+    a CASE with one branch per enabled rule in order, so the first matching rule wins as in Python. Only rows
+    whose category changes are written. Returns how many changed."""
+    rules = list(FailureRule.objects.filter(enabled=True).order_by("position", "id").values_list("pattern", "category"))
+    branches = " ".join("WHEN r.error_message ~* %s THEN %s" for _ in rules)
+    case = f"CASE {branches} ELSE %s END" if rules else "%s"
+    case_params: list[Any] = [value for rule in rules for value in rule] + [ErrorCategory.OTHER.value]
+    where = "r.state = %s"
+    where_params: list[Any] = [RecordState.FAILED.value]
+    if challenge is not None:
+        where += ' AND r."end" >= %s AND r."end" < %s'
+        where_params += [challenge.start, challenge.end]
+    sql = (
+        f"UPDATE results_transferrecord AS r SET error_category = c.category "
+        f"FROM (SELECT r.id, {case} AS category FROM results_transferrecord AS r WHERE {where}) AS c "
+        f"WHERE r.id = c.id AND r.error_category IS DISTINCT FROM c.category"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, case_params + where_params)
+        return int(cursor.rowcount)
+
+
+# --- the causes of a challenge's failures -----------------------------------------------------------------------
+
+
+class _MessageKey(Func):
+    """The message with URLs replaced by <url> (not their trailing punctuation), so that one cause on many files
+    counts as one message."""
+
+    function = "regexp_replace"
+    template = "%(function)s(%(expressions)s, '[a-z][a-z0-9+.-]*://[^ ]*[^ :;,.)]', '<url>', 'gi')"
+
+
+@dataclass
+class LinkCauses:
+    """The failures of one link (source site -> destination site) and mode."""
+
+    source: str
+    destination: str
+    mode: str
+    counts: dict[str, int] = field(default_factory=dict)
+    messages: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass
+class ChallengeFailures:
+    links: list[LinkCauses]
+    categories: list[tuple[str, str]]  # (value, label) of the categories that occur, in ErrorCategory order
+    hourly: dict[str, list[tuple[datetime, int]]]  # category -> [(hour, failures)]
+
+    def as_rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "source": link.source,
+                "destination": link.destination,
+                "mode": link.mode,
+                "failures": link.total,
+                **{value: link.counts.get(value, 0) for value, _ in self.categories},
+            }
+            for link in self.links
+        ]
+
+    def message_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"source": link.source, "destination": link.destination, "mode": link.mode, "message": m, "count": n}
+            for link in self.links
+            for m, n in link.messages
+        ]
+
+    def hourly_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"hour": hour, "category": category, "failures": count}
+            for category, points in self.hourly.items()
+            for hour, count in points
+        ]
+
+
+def challenge_failed_records(*, challenge: Challenge, experiment_id: int | None = None) -> QuerySet[TransferRecord]:
+    records = TransferRecord.objects.filter(_challenge_records(challenge), state=RecordState.FAILED)
+    return records if experiment_id is None else records.filter(experiment_id=experiment_id)
+
+
+def failures_for_challenge(*, challenge: Challenge, experiment_id: int | None = None) -> ChallengeFailures:
+    """Counts per category and the most common messages per link and mode, and failures per hour and category
+    (four queries, whatever the number of links)."""
+    failed = challenge_failed_records(challenge=challenge, experiment_id=experiment_id)
+    link = ("source_site_id", "destination_site_id", "mode")
+    counts = failed.values(*link, "error_category").annotate(n=Count("id")).order_by()
+    base_sql, base_params = (
+        failed.annotate(message=_MessageKey(F("error_message")))
+        .values(*link, "message")
+        .order_by()
+        .query.sql_with_params()
+    )
+    # Window functions cannot sit in a grouped ORM query's GROUP BY: rank the grouped messages in plain SQL.
+    top_sql = f"""
+        SELECT source_site_id, destination_site_id, mode, message, n FROM (
+            SELECT source_site_id, destination_site_id, mode, message, count(*) AS n,
+                   row_number() OVER (PARTITION BY source_site_id, destination_site_id, mode
+                                      ORDER BY count(*) DESC, message) AS rank
+            FROM ({base_sql}) AS failed GROUP BY source_site_id, destination_site_id, mode, message
+        ) AS ranked WHERE rank <= %s ORDER BY source_site_id, destination_site_id, mode, rank"""
+    with connection.cursor() as cursor:
+        cursor.execute(top_sql, [*base_params, TOP_MESSAGES])
+        columns = [*link, "message", "n"]
+        messages = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    names = dict(Site.objects.values_list("id", "name"))
+    links: dict[tuple[Any, ...], LinkCauses] = {}
+
+    def link_of(row: dict[str, Any]) -> LinkCauses:
+        key = tuple(row[name] for name in link)
+        if key not in links:
+            links[key] = LinkCauses(
+                source=names.get(row["source_site_id"], "unknown"),
+                destination=names.get(row["destination_site_id"], "unknown"),
+                mode=row["mode"],
+            )
+        return links[key]
+
+    present: set[str] = set()
+    for row in counts:
+        link_of(row).counts[row["error_category"]] = row["n"]
+        present.add(row["error_category"])
+    for row in messages:
+        link_of(row).messages.append((row["message"], row["n"]))
+    hourly: dict[str, list[tuple[datetime, int]]] = {}
+    for row in (
+        failed.annotate(hour=TruncHour("end"), category=F("error_category"))
+        .values("hour", "category")
+        .annotate(n=Count("id"))
+        .order_by("category", "hour")
+    ):
+        hourly.setdefault(row["category"], []).append((row["hour"], row["n"]))
+    choices = [(UNCATEGORISED, "not categorised"), *ErrorCategory.choices]
+    return ChallengeFailures(
+        links=sorted(links.values(), key=lambda item: (-item.total, item.source, item.destination, item.mode)),
+        categories=[(value, str(label)) for value, label in choices if value in present],
+        hourly={value: hourly[value] for value, _ in choices if value in hourly},
+    )
+
+
+_PALETTE = colors.qualitative.Plotly
+
+
+def failures_hourly_figure(*, failures: ChallengeFailures, start: datetime, end: datetime) -> dict[str, Any]:
+    """Failures per hour, one stacked bar colour per category."""
+    labels = dict(failures.categories) | {UNCATEGORISED: "not categorised"}
+    figure = go.Figure()
+    for index, (category, points) in enumerate(failures.hourly.items()):
+        figure.add_trace(
+            go.Bar(
+                name=labels.get(category, category),
+                x=[hour.isoformat() for hour, _ in points],
+                y=[count for _, count in points],
+                marker_color=_PALETTE[index % len(_PALETTE)],
+                hovertemplate="%{x|%Y-%m-%d %H:00} UTC: %{y} failures<extra>%{fullData.name}</extra>",
+            )
+        )
+    figure.update_layout(
+        barmode="stack",
+        height=320,
+        margin={"l": 50, "r": 10, "t": 20, "b": 40},
+        legend={"orientation": "h", "y": -0.2},
+        xaxis={"type": "date", "range": [start.isoformat(), end.isoformat()], "title": {"text": "hour (UTC)"}},
+        yaxis={"title": {"text": "failed transfers per hour"}, "rangemode": "tozero"},
+        plot_bgcolor="#fff",
+    )
+    result: dict[str, Any] = json.loads(figure.to_json())
+    return result
+
+
+def categories_in_order() -> Sequence[tuple[str, str]]:
+    return [(value, str(label)) for value, label in ErrorCategory.choices]

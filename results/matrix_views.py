@@ -1,0 +1,357 @@
+"""Results pages: the FROM x TO matrix, the records behind it, the failure causes and the coordinators' failure
+rules. Every table exports as ?format=csv or ?format=json (&table=NAME where a page has several); the records
+stream, bounded by their filters."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from challenges.models import Challenge
+from challenges.views import PLOTLY_VERSION, coordinator_required, read_access
+from sites.models import Experiment
+
+from . import failures, matrix
+from .api.records import RecordFilter, records_visible_to
+from .forms import FailureRuleForm
+from .models import FailureRule, TransferRecord
+
+RECORDS_PAGE = 100
+
+
+# --- exports --------------------------------------------------------------------------------------------------
+
+
+def _iso(moment: Any) -> Any:
+    return moment.isoformat().replace("+00:00", "Z") if hasattr(moment, "isoformat") else moment
+
+
+def _export(request: HttpRequest, *, name: str, columns: Sequence[str], rows: list[dict[str, Any]]) -> HttpResponse:
+    """The table as CSV or JSON ({"table": ..., "columns": [...], "rows": [...]}); times ISO 8601 UTC."""
+    rows = [{key: _iso(value) for key, value in row.items()} for row in rows]
+    if request.GET.get("format") == "json":
+        return JsonResponse({"table": name, "columns": list(columns), "rows": rows})
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([row.get(column) for column in columns])
+    return response
+
+
+def _wants_export(request: HttpRequest) -> bool:
+    return request.GET.get("format") in ("csv", "json")
+
+
+def _experiment(request: HttpRequest) -> Experiment | None:
+    name = request.GET.get("experiment", "").strip()
+    return Experiment.objects.filter(name__iexact=name).first() if name else None
+
+
+# --- the matrix -----------------------------------------------------------------------------------------------
+
+MATRIX_COLUMNS = [
+    "source",
+    "destination",
+    "mode",
+    "concurrency",
+    "average_rate",
+    "volume",
+    "files_ok",
+    "files_failed",
+    "failure_ratio",
+]
+
+
+def _records_link(slug: str, cell: matrix.MatrixCell, experiment: Experiment | None) -> str:
+    query: dict[str, Any] = {"source": cell.source, "destination": cell.destination}
+    if experiment is not None:
+        query["experiment"] = experiment.name
+    if cell.mode is not None:
+        query["mode"] = cell.mode
+    if cell.concurrency is not None:
+        query["concurrency"] = cell.concurrency
+    return f"{reverse('results-matrix:records', args=[slug])}?{urlencode(query)}"
+
+
+@read_access
+def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
+    """FROM x TO: rows source sites, columns destination sites; ?mode=, ?concurrency=, ?experiment= select;
+    exports take ?split=mode,concurrency to break the cells down."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    experiment = _experiment(request)
+    mode = request.GET.get("mode") or None
+    concurrency_text = request.GET.get("concurrency", "")
+    concurrency = int(concurrency_text) if concurrency_text.isdigit() else None
+    split = [part for part in request.GET.get("split", "").split(",") if part in matrix.SPLITS]
+    result = matrix.matrix_for_challenge(
+        challenge=challenge,
+        experiment_id=experiment.pk if experiment else None,
+        mode=mode,
+        concurrency=concurrency,
+        split=split if _wants_export(request) else (),
+    )
+    if _wants_export(request):
+        rows = [cell.as_row() for cell in result.cells]
+        return _export(request, name=f"{slug}-matrix", columns=MATRIX_COLUMNS, rows=rows)
+    grid = [
+        (
+            source,
+            [
+                {
+                    "destination": destination,
+                    "cell": cell,
+                    "link": _records_link(slug, cell, experiment) if cell else None,
+                    "failed": None if cell is None or cell.failure_ratio is None else f"{cell.failure_ratio:.1%}",
+                }
+                for destination, cell in zip(result.sites, row, strict=True)
+            ],
+        )
+        for source, row in result.grid()
+    ]
+    context = {
+        "challenge": challenge,
+        "matrix": result,
+        "grid": grid,
+        "experiments": Experiment.objects.order_by("name"),
+        "experiment": experiment,
+        "heatmap": matrix.matrix_heatmap_figure(matrix=result),
+        "plotly_version": PLOTLY_VERSION,
+        "query": urlencode({k: v for k, v in request.GET.items() if k in ("experiment", "mode", "concurrency")}),
+    }
+    return render(request, "results/matrix.html", context)
+
+
+# --- the records ----------------------------------------------------------------------------------------------
+
+RECORD_COLUMNS = [
+    "id",
+    "experiment",
+    "source",
+    "destination",
+    "bytes",
+    "start",
+    "end",
+    "state",
+    "mode",
+    "concurrency",
+    "category",
+    "error_message",
+    "origin",
+    "origin_id",
+    "source_url",
+    "destination_url",
+]
+
+
+def _record_row(record: TransferRecord) -> dict[str, Any]:
+    return {
+        "id": record.pk,
+        "experiment": record.experiment.name if record.experiment else None,
+        "source": record.source_site.name if record.source_site else None,
+        "destination": record.destination_site.name if record.destination_site else None,
+        "bytes": record.bytes,
+        "start": _iso(record.start),
+        "end": _iso(record.end),
+        "state": record.state,
+        "mode": record.mode,
+        "concurrency": record.concurrency,
+        "category": record.error_category,
+        "error_message": record.error_message,
+        "origin": record.origin,
+        "origin_id": record.origin_id,
+        "source_url": record.source_url,
+        "destination_url": record.destination_url,
+    }
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def _stream_csv(records: Any) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(RECORD_COLUMNS)
+    for record in records.iterator(chunk_size=2000):
+        row = _record_row(record)
+        yield writer.writerow([row[column] for column in RECORD_COLUMNS])
+
+
+def _stream_json(records: Any, name: str) -> Iterator[str]:
+    yield json.dumps({"table": name, "columns": RECORD_COLUMNS})[:-1] + ', "rows": ['
+    for index, record in enumerate(records.iterator(chunk_size=2000)):
+        yield ("," if index else "") + json.dumps(_record_row(record))
+    yield "]}"
+
+
+@read_access
+def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
+    """The records of a challenge with the API's filters, 100 a page (start, id order); the exports stream every
+    record that the filters select."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    data = request.GET.copy()
+    data["challenge"] = slug
+    filterset = RecordFilter(data, queryset=records_visible_to(user=request.user))
+    records = filterset.qs if filterset.is_valid() else TransferRecord.objects.none()
+    if _wants_export(request):
+        name = f"{slug}-records"
+        if request.GET.get("format") == "json":
+            response = StreamingHttpResponse(_stream_json(records, name), content_type="application/json")
+        else:
+            response = StreamingHttpResponse(_stream_csv(records), content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+        return response
+    page_text = request.GET.get("page", "1")
+    page = max(int(page_text), 1) if page_text.isdigit() else 1
+    offset = (page - 1) * RECORDS_PAGE
+    rows = list(records[offset : offset + RECORDS_PAGE + 1])  # one more tells whether a next page exists
+    filters = {k: v for k, v in request.GET.items() if k not in ("page", "format", "challenge") and v}
+    context = {
+        "challenge": challenge,
+        "filterset": filterset,
+        "records": rows[:RECORDS_PAGE],
+        "page": page,
+        "previous_query": urlencode(filters | {"page": page - 1}) if page > 1 else None,
+        "next_query": urlencode(filters | {"page": page + 1}) if len(rows) > RECORDS_PAGE else None,
+        "query": urlencode(filters),
+        "filters": filters,
+    }
+    return render(request, "results/records.html", context)
+
+
+# --- failure causes -------------------------------------------------------------------------------------------
+
+
+@read_access
+def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
+    """Per link and mode: failures per category and the most common messages; failures per hour and category.
+    Exports: ?table=causes (default), messages or hourly."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    experiment = _experiment(request)
+    result = failures.failures_for_challenge(challenge=challenge, experiment_id=experiment.pk if experiment else None)
+    if _wants_export(request):
+        table = request.GET.get("table", "causes")
+        if table == "messages":
+            columns = ["source", "destination", "mode", "message", "count"]
+            return _export(request, name=f"{slug}-failure-messages", columns=columns, rows=result.message_rows())
+        if table == "hourly":
+            columns = ["hour", "category", "failures"]
+            return _export(request, name=f"{slug}-failures-hourly", columns=columns, rows=result.hourly_rows())
+        columns = ["source", "destination", "mode", "failures", *(value for value, _ in result.categories)]
+        return _export(request, name=f"{slug}-failure-causes", columns=columns, rows=result.as_rows())
+    records_url = reverse("results-matrix:records", args=[slug])
+    links = [
+        (
+            link,
+            [
+                (
+                    link.counts.get(value, 0),
+                    f"{records_url}?"
+                    + urlencode(
+                        {"source": link.source, "destination": link.destination, "mode": link.mode, "state": "failed"}
+                        | ({"category": value} if value else {})
+                        | ({"experiment": experiment.name} if experiment else {})
+                    ),
+                )
+                for value, _ in result.categories
+            ],
+        )
+        for link in result.links
+    ]
+    context = {
+        "challenge": challenge,
+        "failures": result,
+        "links": links,
+        "experiments": Experiment.objects.order_by("name"),
+        "experiment": experiment,
+        "hourly": failures.failures_hourly_figure(failures=result, start=challenge.start, end=challenge.end),
+        "plotly_version": PLOTLY_VERSION,
+        "query": urlencode({"experiment": experiment.name} if experiment else {}),
+    }
+    return render(request, "results/failures.html", context)
+
+
+# --- the coordinators' failure rules --------------------------------------------------------------------------
+
+
+def _rules_page(request: HttpRequest, form: FailureRuleForm) -> HttpResponse:
+    message = request.GET.get("message", "")
+    tried = failures.failure_categorize(message) if message else None
+    context = {
+        "rules": FailureRule.objects.order_by("position", "id"),
+        "form": form,
+        "challenges": Challenge.objects.order_by("-start"),
+        "message": message,
+        "tried": tried,
+    }
+    return render(request, "results/failures_rules.html", context)
+
+
+@coordinator_required
+def failure_rules(request: HttpRequest) -> HttpResponse:
+    """The ordered rules, a form to add one (errors in place), ?message= to try a message against them."""
+    form = FailureRuleForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        rule = form.save()
+        messages.success(request, f"Rule {rule.pattern!r} added; re-categorise to apply it to stored records.")
+        return redirect("results-matrix:failure_rules")
+    return _rules_page(request, form)
+
+
+@coordinator_required
+def failure_rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    rule = get_object_or_404(FailureRule, pk=pk)
+    form = FailureRuleForm(request.POST or None, instance=rule)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Rule {rule.pattern!r} saved; re-categorise to apply it to stored records.")
+        return redirect("results-matrix:failure_rules")
+    return render(request, "results/failures_rule_form.html", {"form": form, "rule": rule})
+
+
+@require_POST
+@coordinator_required
+def failure_rule_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    """up / down in the order, enable / disable, delete."""
+    rule = get_object_or_404(FailureRule, pk=pk)
+    if action in ("up", "down"):
+        failures.failure_rule_move(rule=rule, offset=-1 if action == "up" else 1)
+    elif action in ("enable", "disable"):
+        rule.enabled = action == "enable"
+        rule.save(update_fields=["enabled"])
+    elif action == "delete":
+        rule.delete()
+        messages.success(request, f"Rule {rule.pattern!r} deleted.")
+    else:
+        raise Http404(action)
+    return redirect("results-matrix:failure_rules")
+
+
+@require_POST
+@coordinator_required
+def failure_rules_recategorize(request: HttpRequest) -> HttpResponse:
+    """Re-categorise the stored failed records (one challenge's, or all) with the current rules."""
+    slug = request.POST.get("challenge", "")
+    challenge = get_object_or_404(Challenge, slug=slug) if slug else None
+    changed = failures.failures_recategorize(challenge=challenge)
+    scope = challenge.name if challenge else "all challenges"
+    messages.success(request, f"Re-categorised the failed records of {scope}: {changed} changed category.")
+    return redirect("results-matrix:failure_rules")

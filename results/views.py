@@ -1,0 +1,390 @@
+"""Results pages, mounted at /results/: the challenges, target versus achieved of one (with its definitions),
+the rate of one target over time with the histogram of its throughput, and the comparison with an earlier
+challenge. Every table exports as ?format=csv or ?format=json; rates are bytes per second in the exports and
+GB/s on the pages. Readers who are DDM services see the rows of their own experiment only, as in the API."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import NoReverseMatch, reverse
+
+from challenges.api.views import visible_experiment_ids
+from challenges.models import Challenge, Target
+from challenges.views import PLOTLY_VERSION, read_access
+
+from . import charts, selectors
+from .rates import TargetRates
+
+FILTERS = ("experiment", "activity", "site")
+COMPARE_FILTERS = ("experiment", "site")
+
+
+# --- exports --------------------------------------------------------------------------------------------------
+
+
+def _wants_export(request: HttpRequest) -> bool:
+    return request.GET.get("format") in ("csv", "json")
+
+
+def _iso(moment: Any) -> str:
+    return str(moment.isoformat().replace("+00:00", "Z"))
+
+
+def _export(
+    request: HttpRequest,
+    *,
+    name: str,
+    columns: Sequence[str],
+    rows: list[dict[str, Any]],
+    json_rows: list[dict[str, Any]] | None = None,
+) -> HttpResponse:
+    """CSV of the flat rows, or JSON {"table": ..., "rows": [...]} of `json_rows` (the API's shape) when given,
+    else of the flat rows with their columns."""
+    if request.GET.get("format") == "json":
+        if json_rows is not None:
+            return JsonResponse({"table": name, "rows": json_rows})
+        return JsonResponse({"table": name, "columns": list(columns), "rows": rows})
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if value is None else value for value in map(row.get, columns)])
+    return response
+
+
+RATE_COLUMNS = [
+    "activity",
+    "experiment",
+    "mode",
+    "site",
+    "link_from",
+    "link_to",
+    "direction",
+    "target_rate",
+    "average_rate",
+    "max_rate",
+    "stable_rate",
+    "volume",
+    "files_ok",
+    "files_failed",
+    "failure_ratio",
+    "verdict",
+]
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """An API row with the link's ends as two columns."""
+    flat = {key: value for key, value in row.items() if key != "link"}
+    if "link" in row:
+        flat |= {"link_from": row["link"]["from"], "link_to": row["link"]["to"]}
+    return flat
+
+
+def _filters(request: HttpRequest, names: Sequence[str]) -> dict[str, str | None]:
+    return {name: request.GET.get(name, "").strip() or None for name in names}
+
+
+def _query(filters: dict[str, str | None]) -> str:
+    return urlencode({name: value for name, value in filters.items() if value})
+
+
+def duration_text(seconds: int) -> str:
+    """A window's length as people say it: "5 h", "90 min", "45 s"."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
+def _windows(challenge: Challenge) -> dict[str, str]:
+    return {"max_window": duration_text(challenge.max_window), "stable_window": duration_text(challenge.stable_window)}
+
+
+def _optional_url(name: str, *args: Any) -> str | None:
+    """The URL of a page another part of the portal serves, if it is routed."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return None
+
+
+# --- what a table row shows -----------------------------------------------------------------------------------
+
+
+def achievement_class(achieved: float | None, target: float) -> str:
+    """The colour of a rate cell, by achieved / target: met (>= 100 %), near (>= 75 %), low (>= 50 %), far."""
+    if achieved is None:
+        return "r-none"
+    ratio = achieved / target
+    if ratio >= 1:
+        return "r-met"
+    if ratio >= 0.75:
+        return "r-near"
+    if ratio >= 0.5:
+        return "r-low"
+    return "r-far"
+
+
+@dataclass(frozen=True)
+class RateCell:
+    rate: float | None
+    css: str
+    percent: str  # of the target
+
+
+def _cell(rate: float | None, target: float) -> RateCell:
+    return RateCell(
+        rate=rate, css=achievement_class(rate, target), percent="" if rate is None else f"{rate / target:.0%}"
+    )
+
+
+@dataclass(frozen=True)
+class RateRow:
+    """One target's numbers as the page shows them."""
+
+    rates: TargetRates
+    average: RateCell
+    peak: RateCell
+    stable: RateCell
+    volume: str  # TB
+    url: str
+
+    @property
+    def target(self) -> Target:
+        return self.rates.target
+
+    @property
+    def failure_ratio(self) -> str:
+        ratio = self.rates.failure_ratio
+        return "—" if ratio is None else f"{ratio:.1%}"
+
+
+def _rate_row(rates: TargetRates, slug: str) -> RateRow:
+    target_rate = rates.target.rate
+    return RateRow(
+        rates=rates,
+        average=_cell(rates.average_rate, target_rate),
+        peak=_cell(rates.max_rate, target_rate),
+        stable=_cell(rates.stable_rate, target_rate),
+        volume=f"{rates.volume / 1e12:.3g} TB",
+        url=reverse("results:target", args=[slug, rates.target.pk]),
+    )
+
+
+# --- pages ----------------------------------------------------------------------------------------------------
+
+
+@read_access
+def challenge_list(request: HttpRequest) -> HttpResponse:
+    """Every challenge, newest first, with links to its results."""
+    challenges = Challenge.objects.select_related("compare_with").annotate(
+        target_count=Count("activities__targets", distinct=True)
+    )
+    if _wants_export(request):
+        columns = ["slug", "name", "start", "end", "targets", "compare_with"]
+        rows = [
+            {
+                "slug": c.slug,
+                "name": c.name,
+                "start": _iso(c.start),
+                "end": _iso(c.end),
+                "targets": c.target_count,
+                "compare_with": c.compare_with.slug if c.compare_with else None,
+            }
+            for c in challenges
+        ]
+        return _export(request, name="results-challenges", columns=columns, rows=rows)
+    entries = [
+        {
+            "challenge": c,
+            "matrix": _optional_url("results-matrix:matrix", c.slug),
+            "failures": _optional_url("results-matrix:failures", c.slug),
+            "records": _optional_url("results-matrix:records", c.slug),
+        }
+        for c in challenges
+    ]
+    return render(request, "results/rates_index.html", {"entries": entries})
+
+
+@read_access
+def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
+    """Target versus achieved: one row per target, filtered by ?experiment=, ?activity=, ?site=."""
+    challenge = get_object_or_404(Challenge.objects.select_related("compare_with"), slug=slug)
+    visible = visible_experiment_ids(request.user)
+    filters = _filters(request, FILTERS)
+    rates = selectors.challenge_rates(challenge=challenge, experiment_ids=visible, **filters)
+    if _wants_export(request):
+        api_rows = [row.as_row() for row in rates]
+        return _export(
+            request,
+            name=f"{slug}-rates",
+            columns=RATE_COLUMNS,
+            rows=[_flat(row) for row in api_rows],
+            json_rows=api_rows,
+        )
+    context = {
+        "challenge": challenge,
+        "rows": [_rate_row(row, slug) for row in rates],
+        "choices": selectors.rate_filter_choices(challenge=challenge, experiment_ids=visible),
+        "filters": filters,
+        "query": _query(filters),
+        "windows": _windows(challenge),
+        "matrix_url": _optional_url("results-matrix:matrix", slug),
+        "failures_url": _optional_url("results-matrix:failures", slug),
+    }
+    return render(request, "results/rates_table.html", context)
+
+
+SERIES_COLUMNS = ["start", "end", "rate"]
+
+
+@read_access
+def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """One target over time: its rate in bins (?bin=1|5|10|60 minutes; by default by the activity's length),
+    the target line, the stable and max windows, and the histogram of the bins' rates with their statistics.
+    The export is the binned series."""
+    target = get_object_or_404(
+        Target.objects.select_related("activity__challenge", "activity__experiment", "site", "link_from", "link_to"),
+        pk=pk,
+        activity__challenge__slug=slug,
+    )
+    visible = visible_experiment_ids(request.user)
+    if visible is not None and target.activity.experiment_id not in visible:
+        raise Http404("no such target")
+    challenge = target.activity.challenge
+    rates = selectors.rates_for_targets(challenge=challenge, targets=[target])[0]
+    requested = request.GET.get("bin", "")
+    bin_minutes = (
+        int(requested)
+        if requested.isdigit() and int(requested) in selectors.BIN_CHOICES
+        else selectors.default_bin_minutes(duration=rates.end - rates.start)
+    )
+    series = selectors.rate_series(rates=rates, bin_minutes=bin_minutes)
+    if _wants_export(request):
+        rows = [
+            {"start": _iso(start), "end": _iso(end), "rate": rate}
+            for start, end, rate in zip(series.starts, series.ends, series.rates, strict=True)
+        ]
+        return _export(request, name=f"{slug}-target-{pk}-{bin_minutes}min", columns=SERIES_COLUMNS, rows=rows)
+    stats = selectors.throughput_stats(samples=series.rates)
+    context = {
+        "challenge": challenge,
+        "target": target,
+        "row": _rate_row(rates, slug),
+        "series": series,
+        "stats": stats,
+        "bin_choices": selectors.BIN_CHOICES,
+        "windows": _windows(challenge),
+        "stable_end": rates.stable_window_start
+        and rates.stable_window_start + timedelta(seconds=challenge.stable_window),
+        "max_end": rates.max_window_start and rates.max_window_start + timedelta(seconds=challenge.max_window),
+        "rate_figure": charts.target_rate_figure(
+            rates=rates, series=series, stable_window=challenge.stable_window, max_window=challenge.max_window
+        ),
+        "histogram": charts.throughput_histogram(series=series, stats=stats, target_rate=target.rate),
+        "plotly_version": PLOTLY_VERSION,
+    }
+    return render(request, "results/rates_target.html", context)
+
+
+# The numbers of each side of a compared row in the CSV (keys of the API's rows).
+COMPARE_SIDE = [
+    "activity",
+    "target_rate",
+    "average_rate",
+    "max_rate",
+    "stable_rate",
+    "volume",
+    "files_ok",
+    "files_failed",
+    "failure_ratio",
+    "verdict",
+]
+COMPARE_COLUMNS = [
+    "experiment",
+    "mode",
+    "site",
+    "link_from",
+    "link_to",
+    "direction",
+    *(f"current_{column}" for column in COMPARE_SIDE),
+    *(f"earlier_{column}" for column in COMPARE_SIDE),
+    "ratio",
+    "ratio_basis",
+]
+
+
+def _compared_json(row: selectors.ComparedRow) -> dict[str, Any]:
+    either = row.current or row.earlier
+    assert either is not None
+    key = {k: v for k, v in either.as_row().items() if k in ("experiment", "mode", "site", "link", "direction")}
+    return key | {
+        "current": row.current.as_row() if row.current else None,
+        "earlier": row.earlier.as_row() if row.earlier else None,
+        "ratio": row.ratio,
+        "ratio_basis": row.basis,
+    }
+
+
+def _compared_flat(row: dict[str, Any]) -> dict[str, Any]:
+    flat = _flat({k: v for k, v in row.items() if k not in ("current", "earlier")})
+    for side in ("current", "earlier"):
+        values = row[side] or {}
+        flat |= {f"{side}_{column}": values.get(column) for column in COMPARE_SIDE}
+    return flat
+
+
+@read_access
+def challenge_compare(request: HttpRequest, slug: str) -> HttpResponse:
+    """The rows of this challenge beside those of the one it compares with, matched by experiment, mode, site or
+    link and direction, with the ratio of the stable rates (of the averages when either lacks one). Rows without
+    a match are shown on their own side. ?experiment= and ?site= filter both challenges."""
+    challenge = get_object_or_404(Challenge.objects.select_related("compare_with"), slug=slug)
+    earlier_challenge = challenge.compare_with
+    if earlier_challenge is None:
+        raise Http404("this challenge is not set to compare with an earlier one")
+    visible = visible_experiment_ids(request.user)
+    filters = _filters(request, COMPARE_FILTERS)
+    rows = selectors.rates_compare(
+        current=selectors.challenge_rates(challenge=challenge, experiment_ids=visible, **filters),
+        earlier=selectors.challenge_rates(challenge=earlier_challenge, experiment_ids=visible, **filters),
+    )
+    if _wants_export(request):
+        json_rows = [_compared_json(row) for row in rows]
+        return _export(
+            request,
+            name=f"{slug}-compare-{earlier_challenge.slug}",
+            columns=COMPARE_COLUMNS,
+            rows=[_compared_flat(row) for row in json_rows],
+            json_rows=json_rows,
+        )
+    context = {
+        "challenge": challenge,
+        "earlier": earlier_challenge,
+        "rows": [
+            {
+                "current": _rate_row(row.current, challenge.slug) if row.current else None,
+                "earlier": _rate_row(row.earlier, earlier_challenge.slug) if row.earlier else None,
+                "ratio": row.ratio,
+                "basis": row.basis,
+                "ratio_css": "" if row.ratio is None else ("r-met" if row.ratio >= 1 else "r-low"),
+            }
+            for row in rows
+        ],
+        "choices": selectors.rate_filter_choices(challenge=challenge, experiment_ids=visible),
+        "filters": filters,
+        "query": _query(filters),
+        "matched": sum(1 for row in rows if row.matched),
+    }
+    return render(request, "results/rates_compare.html", context)

@@ -1,0 +1,253 @@
+"""The FROM x TO matrix against hand-computed numbers, its page and exports, and the records list (API and page)
+behind its cells."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.test import APIClient
+
+from challenges.models import Challenge
+from results.matrix import matrix_for_challenge
+from results.models import TransferRecord
+from results.services import records_store
+from sites.choices import Role
+from sites.models import Experiment, Site
+from sites.roles import membership_grant
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2022, 3, 14, tzinfo=UTC)
+GB = 1e9
+HOUR = 3600.0
+_ids = itertools.count()
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+@pytest.fixture
+def world() -> dict[str, Any]:
+    atlas, cms = Experiment.objects.create(name="ATLAS"), Experiment.objects.create(name="CMS")
+    cern = Site.objects.create(name="CERN", tier=0, country="CH")
+    cnaf = Site.objects.create(name="CNAF", tier=1, country="IT")
+    kit = Site.objects.create(name="KIT", tier=1, country="DE")
+    challenge = Challenge.objects.create(name="TC", slug="tc", start=at(0), end=at(60))  # one hour
+    return {"atlas": atlas, "cms": cms, "cern": cern, "cnaf": cnaf, "kit": kit, "challenge": challenge}
+
+
+def record(
+    world: dict[str, Any],
+    *,
+    source: str = "cern",
+    destination: str = "cnaf",
+    start: float = 0,
+    end: float = 60,
+    size: float = 0,
+    state: str = "ok",
+    mode: str = "pull",
+    concurrency: int | None = None,
+    experiment: str = "atlas",
+    message: str = "",
+) -> TransferRecord:
+    return TransferRecord(
+        experiment=world[experiment],
+        source_site=world[source],
+        destination_site=world[destination],
+        bytes=int(size),
+        start=at(start),
+        end=at(end),
+        state=state,
+        error_message=message,
+        mode=mode,
+        concurrency=concurrency,
+        origin="probe",
+        origin_id=f"m{next(_ids)}",
+    )
+
+
+@pytest.fixture
+def two_links(world: dict[str, Any]) -> dict[str, Any]:
+    """CERN -> CNAF: 1800 GB pull ending a minute before the end (0.5 GB/s over the hour), 360 GB push, one failed
+    pull.
+    CNAF -> KIT: 720 GB streamed, half of it before the challenge starts (so 360 GB count: 0.1 GB/s)."""
+    records_store(
+        records=[
+            record(world, end=59, size=1800 * GB, mode="pull", concurrency=10),
+            record(world, start=10, end=20, size=360 * GB, mode="push", concurrency=40),
+            record(world, start=5, end=6, size=50 * GB, state="failed", mode="pull", concurrency=10),
+            record(world, source="cnaf", destination="kit", start=-10, end=10, size=720 * GB, mode="streamed"),
+            record(world, start=70, end=80, size=999 * GB),  # after the challenge: not in it
+        ]
+    )
+    return world
+
+
+def cells_by_link(result: Any) -> dict[tuple[Any, ...], Any]:
+    return {(c.source, c.destination, c.mode, c.concurrency): c for c in result.cells}
+
+
+def test_the_matrix_gives_each_link_its_average_rate_volume_and_failures(two_links: dict[str, Any]) -> None:
+    result = matrix_for_challenge(challenge=two_links["challenge"])
+    cells = cells_by_link(result)
+    cern_cnaf = cells[("CERN", "CNAF", None, None)]
+    assert cern_cnaf.volume == pytest.approx(2160 * GB)
+    assert cern_cnaf.average_rate == pytest.approx(2160 * GB / HOUR)  # 0.6 GB/s
+    assert (cern_cnaf.files_ok, cern_cnaf.files_failed) == (2, 1)
+    assert cern_cnaf.failure_ratio == pytest.approx(1 / 3)
+    cnaf_kit = cells[("CNAF", "KIT", None, None)]
+    assert cnaf_kit.volume == pytest.approx(360 * GB)  # only the half inside the window
+    assert cnaf_kit.average_rate == pytest.approx(0.1 * GB)
+    assert result.sites == ["CERN", "CNAF", "KIT"]  # both ways: every site as a row and a column
+    assert set(cells) == {("CERN", "CNAF", None, None), ("CNAF", "KIT", None, None)}
+
+
+def test_the_matrix_selects_one_mode(two_links: dict[str, Any]) -> None:
+    result = matrix_for_challenge(challenge=two_links["challenge"], mode="push")
+    (cell,) = result.cells
+    assert (cell.source, cell.destination, cell.mode) == ("CERN", "CNAF", "push")
+    assert cell.average_rate == pytest.approx(0.1 * GB)
+    assert (cell.files_ok, cell.files_failed) == (1, 0)
+    assert result.modes == ["pull", "push", "streamed"]  # what the selector offers
+    assert result.concurrencies == [10, 40]
+
+
+def test_the_matrix_splits_by_mode_and_concurrency(two_links: dict[str, Any]) -> None:
+    cells = cells_by_link(matrix_for_challenge(challenge=two_links["challenge"], split=["mode", "concurrency"]))
+    assert set(cells) == {("CERN", "CNAF", "pull", 10), ("CERN", "CNAF", "push", 40), ("CNAF", "KIT", "streamed", None)}
+    pull = cells[("CERN", "CNAF", "pull", 10)]
+    assert pull.average_rate == pytest.approx(0.5 * GB)
+    assert (pull.files_ok, pull.files_failed) == (1, 1)
+
+
+def test_the_matrix_selects_one_concurrency_and_one_experiment(two_links: dict[str, Any]) -> None:
+    records_store(records=[record(two_links, size=3600 * GB, experiment="cms", concurrency=40)])
+    only_40 = matrix_for_challenge(challenge=two_links["challenge"], concurrency=40)
+    assert cells_by_link(only_40)[("CERN", "CNAF", None, 40)].volume == pytest.approx((360 + 3600) * GB)
+    atlas_40 = matrix_for_challenge(
+        challenge=two_links["challenge"], concurrency=40, experiment_id=two_links["atlas"].pk
+    )
+    assert cells_by_link(atlas_40)[("CERN", "CNAF", None, 40)].volume == pytest.approx(360 * GB)
+
+
+def test_the_matrix_reads_the_rollup_in_two_queries(two_links: dict[str, Any], django_assert_num_queries: Any) -> None:
+    with django_assert_num_queries(2):  # the rollup grouped by link, mode and concurrency; the site names
+        matrix_for_challenge(challenge=two_links["challenge"], split=["mode"])
+
+
+# --- the page -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def viewer(client: Client) -> Client:
+    client.force_login(get_user_model().objects.create_user("viewer"))
+    return client
+
+
+def test_the_matrix_page_shows_gb_per_s_and_the_failure_ratio(viewer: Client, two_links: dict[str, Any]) -> None:
+    response = viewer.get("/results/tc/matrix/")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "0.6 GB/s" in text and "33.3% failed" in text
+    assert 'id="heatmap-figure"' in text and "/challenges/plotly.min.js" in text
+    figure = json.loads(text.split('id="heatmap-figure" type="application/json">')[1].split("</script>")[0])
+    assert figure["data"][0]["type"] == "heatmap"
+    assert figure["data"][0]["z"][0][1] == pytest.approx(0.6)  # CERN row, CNAF column, GB/s
+
+
+def test_a_matrix_cell_links_to_the_records_behind_it(viewer: Client, two_links: dict[str, Any]) -> None:
+    text = viewer.get("/results/tc/matrix/?mode=pull&concurrency=10").content.decode()
+    href = next(part.split('"')[0] for part in text.split('href="') if part.startswith("/results/tc/records/?"))
+    query = parse_qs(urlparse(href.replace("&amp;", "&")).query)
+    assert query == {"source": ["CERN"], "destination": ["CNAF"], "mode": ["pull"], "concurrency": ["10"]}
+    response = viewer.get(href.replace("&amp;", "&") + "&format=json")
+    records = json.loads(b"".join(response.streaming_content))["rows"]  # type: ignore[attr-defined]
+    assert sorted((r["bytes"], r["state"]) for r in records) == [(50 * GB, "failed"), (1800 * GB, "ok")]
+
+
+def test_the_matrix_exports_csv_and_json_split_by_mode(viewer: Client, two_links: dict[str, Any]) -> None:
+    rows = viewer.get("/results/tc/matrix/", {"format": "json", "split": "mode"}).json()["rows"]
+    push = next(row for row in rows if row["mode"] == "push")
+    assert push["average_rate"] == pytest.approx(0.1 * GB)
+    lines = list(csv.reader(io.StringIO(viewer.get("/results/tc/matrix/", {"format": "csv"}).content.decode())))
+    assert lines[0][:5] == ["source", "destination", "mode", "concurrency", "average_rate"]
+    assert len(lines) == 3
+
+
+def test_the_matrix_page_takes_a_bounded_number_of_queries(
+    viewer: Client, two_links: dict[str, Any], django_assert_max_num_queries: Any
+) -> None:
+    with django_assert_max_num_queries(8):  # session, user, memberships, challenge, rollup, sites, experiments
+        assert viewer.get("/results/tc/matrix/").status_code == 200
+
+
+def test_the_records_page_filters_and_streams_csv(viewer: Client, two_links: dict[str, Any]) -> None:
+    page = viewer.get("/results/tc/records/", {"state": "failed"})
+    assert page.status_code == 200 and page.context["records"][0].bytes == 50 * GB
+    response = viewer.get("/results/tc/records/", {"source": "CERN", "format": "csv"})
+    assert response.streaming
+    lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))  # type: ignore[arg-type]
+    assert lines[0][:4] == ["id", "experiment", "source", "destination"]
+    assert len(lines) == 1 + 3  # the record after the challenge is not in it
+
+
+# --- the records API ------------------------------------------------------------------------------------------
+
+
+def api(role: str, experiment: Experiment | None = None) -> APIClient:
+    user = get_user_model().objects.create_user(f"{role}-{experiment}")
+    membership_grant(user=user, role=Role(role), experiment=experiment if role == "ddm" else None)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_the_records_api_filters_by_challenge_link_mode_and_state(two_links: dict[str, Any]) -> None:
+    client = api("viewer")
+    body = client.get("/api/v1/records/", {"challenge": "tc", "source": "CERN", "mode": "pull"}).json()
+    assert [(r["bytes"], r["state"]) for r in body["results"]] == [(1800 * GB, "ok"), (50 * GB, "failed")]
+    assert body["results"][0]["rate"] == pytest.approx(1800 * GB / (59 * 60))
+    failed = client.get("/api/v1/records/", {"challenge": "tc", "state": "failed"}).json()
+    assert failed["count"] == 1
+    assert client.get("/api/v1/records/", {"destination": "KIT"}).json()["count"] == 1
+
+
+def test_the_records_api_refuses_an_unknown_challenge_with_the_field(two_links: dict[str, Any]) -> None:
+    response = api("viewer").get("/api/v1/records/", {"challenge": "nope"})
+    assert response.status_code == 400
+    assert "challenge" in response.json()
+
+
+def test_the_records_api_pages_in_a_stable_order(world: dict[str, Any]) -> None:
+    records_store(records=[record(world, start=1, end=2, size=i) for i in range(5)])  # same start: id decides
+    client = api("viewer")
+    first = client.get("/api/v1/records/", {"limit": 2}).json()
+    second = client.get(first["next"]).json()
+    ids = [r["id"] for r in first["results"] + second["results"]]
+    assert first["count"] == 5 and ids == sorted(ids) and len(set(ids)) == 4
+    assert client.get("/api/v1/records/", {"limit": 100000}).status_code == 200  # capped, not refused
+
+
+def test_a_ddm_service_reads_only_its_experiments_records(two_links: dict[str, Any]) -> None:
+    records_store(records=[record(two_links, size=1 * GB, experiment="cms")])
+    cms = api("ddm", two_links["cms"]).get("/api/v1/records/").json()
+    assert [r["experiment"] for r in cms["results"]] == ["CMS"]
+    assert api("viewer").get("/api/v1/records/").json()["count"] == 6
+
+
+def test_the_records_api_takes_a_bounded_number_of_queries(
+    two_links: dict[str, Any], django_assert_max_num_queries: Any
+) -> None:
+    client = api("viewer")
+    with django_assert_max_num_queries(4):  # memberships, challenge, count, page (sites joined)
+        assert len(client.get("/api/v1/records/", {"challenge": "tc"}).json()["results"]) == 4
