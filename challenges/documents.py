@@ -8,18 +8,17 @@ bytes per second, sizes in bytes, windows in seconds, times ISO 8601 with a time
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-import yaml
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db.models.functions import Lower
 
+from portal.documents import DocumentParseError, document_parse
 from sites.models import Experiment, Site
 
 from . import validation
@@ -143,27 +142,10 @@ class ParsedPlan:
 def plan_document_load(*, text: str | bytes, content_type: str | None = None) -> dict[str, Any]:
     """Parse a plan document. A content type naming JSON or YAML decides the format; otherwise JSON is tried
     first and YAML (a superset) second. Raises PlanDocumentError when the text is not a mapping."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _document_error(f"not UTF-8 text: {exc}") from exc
-    kind = (content_type or "").lower()
-    if "json" in kind:
-        document = _json_load(text)
-    elif "yaml" in kind or "yml" in kind:
-        document = _yaml_load(text)
-    else:
-        try:
-            document = _json_load(text)
-        except PlanDocumentError as json_error:
-            try:
-                document = _yaml_load(text)
-            except PlanDocumentError:
-                # Text that looks like JSON is best explained by the JSON parser's message.
-                if text.lstrip()[:1] in ("{", "["):
-                    raise json_error from None
-                raise
+    try:
+        document = document_parse(text=text, content_type=content_type)
+    except DocumentParseError as exc:
+        raise _document_error(str(exc)) from exc
     if document is None:
         raise _document_error("the document is empty")
     if not isinstance(document, dict):
@@ -178,21 +160,6 @@ def plan_document_validate(*, document: Any) -> ParsedPlan:
     sites, which sites serve which experiments, the challenge to compare with) in at most four queries.
     """
     return _Validator(document).validate()
-
-
-def _json_load(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _document_error(f"not valid JSON: {exc}") from exc
-
-
-def _yaml_load(text: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        reason = " ".join(str(exc).replace('in "<unicode string>", ', "").split())
-        raise _document_error(f"not valid YAML: {reason}") from exc
 
 
 def _document_error(reason: str) -> PlanDocumentError:

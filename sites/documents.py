@@ -8,15 +8,15 @@ per second and sizes in bytes.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from django.db.models.functions import Lower
+
+from portal.documents import DocumentParseError, document_parse
 
 from .choices import EndpointKind, Implementation, TpcMode
 from .models import Experiment, NetworkHost, StorageEndpoint
@@ -125,27 +125,10 @@ class SitesDocument:
 def sites_document_load(*, text: str | bytes, content_type: str | None = None) -> dict[str, Any]:
     """Parse a sites document. A content type naming JSON or YAML decides the format; otherwise JSON is tried
     first and YAML (a superset) second. Raises SitesDocumentError when the text is not a mapping."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _document_error(f"not UTF-8 text: {exc}") from exc
-    kind = (content_type or "").lower()
-    if "json" in kind:
-        document = _json_load(text)
-    elif "yaml" in kind or "yml" in kind:
-        document = _yaml_load(text)
-    else:
-        try:
-            document = _json_load(text)
-        except SitesDocumentError as json_error:
-            try:
-                document = _yaml_load(text)
-            except SitesDocumentError:
-                # Text that looks like JSON is best explained by the JSON parser's message.
-                if text.lstrip()[:1] in ("{", "["):
-                    raise json_error from None
-                raise
+    try:
+        document = document_parse(text=text, content_type=content_type)
+    except DocumentParseError as exc:
+        raise _document_error(str(exc)) from exc
     if document is None:
         raise _document_error("the document is empty")
     if not isinstance(document, dict):
@@ -160,21 +143,6 @@ def sites_document_validate(*, document: Any) -> SitesDocument:
     experiments, endpoint URLs and network hosts) in a fixed number of queries.
     """
     return _Validator().validate(document)
-
-
-def _json_load(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _document_error(f"not valid JSON: {exc}") from exc
-
-
-def _yaml_load(text: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        reason = " ".join(str(exc).replace('in "<unicode string>", ', "").split())
-        raise _document_error(f"not valid YAML: {reason}") from exc
 
 
 def _document_error(reason: str) -> SitesDocumentError:
