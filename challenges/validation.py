@@ -36,8 +36,8 @@ def challenge_problems(
 ) -> list[Problem]:
     problems = window_problems(start=start, end=end)
     for field, value in (("max_window", max_window), ("stable_window", stable_window)):
-        if value is not None and value <= 0:
-            problems.append((field, "a positive number of seconds"))
+        if value is not None and (value <= 0 or value % 60):
+            problems.append((field, "a positive number of seconds in whole minutes (rates are kept per minute)"))
     return problems
 
 

@@ -104,6 +104,32 @@ def validate_failure_pattern(pattern: str) -> None:
         raise ValidationError(f"not a regular expression: {exc}", code="regex") from exc
 
 
+class FlowRollup(models.Model):
+    """The rollup as the targets read it: bytes per minute per experiment and flow, where a flow is the traffic
+    into a site (`in`, site = destination), out of a site (`out`, site = source) or over a link (`link`, site =
+    source, peer = destination). At most one row per minute and flow, so a target's rates read a week in
+    thousands of rows whatever the number of records. Kept with RateRollup, from the same deltas."""
+
+    minute = models.DateTimeField()
+    experiment_id = models.BigIntegerField()
+    flow = models.CharField(max_length=4)
+    site_id = models.BigIntegerField()
+    peer_id = models.BigIntegerField(default=0, help_text="the destination of a link; 0 otherwise")
+    bytes = models.FloatField(default=0)
+    files_ok = models.PositiveIntegerField(default=0)
+    files_failed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["experiment_id", "flow", "site_id", "peer_id", "minute"], name="flow_rollup_unique_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.flow} {self.bytes:.0f} B"
+
+
 class FailureRule(models.Model):
     """One ordered rule of the failure causes: a failed transfer's category is that of the first enabled rule
     (lowest position) whose pattern matches its error message, ignoring case; "other" when none does."""

@@ -18,9 +18,10 @@ Rates are bytes per second.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet, Sum
 
 from challenges.models import Challenge, Target
@@ -129,37 +130,85 @@ def _edge(
     return moved, ok, failed
 
 
-def target_rates(*, target: Target, max_window: int, stable_window: int) -> TargetRates:
-    """Every number of one target (see the module's definitions)."""
+# One query per target: the sums over the full minutes, and for each of the two windows the best window that
+# starts at a minute with data and ends by `last`, plus the window that ends exactly at `last`. Those are the only
+# candidates: moving an empty start forward loses nothing. The moving sums are numeric, so PostgreSQL computes
+# them in one pass (float8 has no inverse transition).
+FLOW_RATES = """
+WITH series AS (
+    SELECT minute, bytes, files_ok, files_failed
+    FROM results_flowrollup
+    WHERE experiment_id = %(experiment)s AND flow = %(flow)s AND site_id = %(site)s AND peer_id = %(peer)s
+      AND minute >= %(first)s AND minute < %(last)s
+), max_windows AS (
+    SELECT minute, sum(bytes::numeric) OVER (ORDER BY minute RANGE BETWEEN CURRENT ROW AND %(max_span)s FOLLOWING)
+               AS total
+    FROM series
+), stable_windows AS (
+    SELECT minute,
+           sum(bytes::numeric) OVER (ORDER BY minute RANGE BETWEEN CURRENT ROW AND %(stable_span)s FOLLOWING)
+               AS total
+    FROM series
+)
+SELECT
+    (SELECT coalesce(sum(bytes), 0) FROM series),
+    (SELECT coalesce(sum(files_ok), 0) FROM series),
+    (SELECT coalesce(sum(files_failed), 0) FROM series),
+    (SELECT ARRAY[extract(epoch FROM minute)::numeric, total] FROM max_windows WHERE minute <= %(max_latest)s
+     ORDER BY total DESC, minute LIMIT 1),
+    (SELECT coalesce(sum(bytes), 0) FROM series WHERE minute >= %(max_latest)s),
+    (SELECT ARRAY[extract(epoch FROM minute)::numeric, total] FROM stable_windows WHERE minute <= %(stable_latest)s
+     ORDER BY total DESC, minute LIMIT 1),
+    (SELECT coalesce(sum(bytes), 0) FROM series WHERE minute >= %(stable_latest)s)
+"""
+
+
+def _flow(target: Target) -> dict[str, Any]:
+    """The FlowRollup key of a target."""
+    if target.is_link:
+        return {
+            "experiment": target.activity.experiment_id,
+            "flow": "link",
+            "site": target.link_from_id,
+            "peer": target.link_to_id,
+        }
+    return {"experiment": target.activity.experiment_id, "flow": target.direction, "site": target.site_id, "peer": 0}
+
+
+def target_rates(*, target: Target, max_window: int, stable_window: int, with_minutes: bool = False) -> TargetRates:
+    """Every number of one target (see the module's definitions); with_minutes also fills the per-minute series
+    that plots draw."""
     start, end = target.activity.start, target.activity.end
     result = TargetRates(target=target, start=start, end=end)
     first_full = minute_floor(start) if start == minute_floor(start) else minute_floor(start) + MINUTE
-    last_full = minute_floor(end)  # minutes in [first_full, last_full) lie wholly inside [start, end)
-    rows = (
-        RateRollup.objects.filter(_flow_filter(target), minute__gte=first_full, minute__lt=last_full)
-        .values("minute")
-        .annotate(bytes=Sum("bytes"), ok=Sum("files_ok"), failed=Sum("files_failed"))
-        .order_by("minute")
-    )
-    by_minute: dict[datetime, float] = {}
-    for row in rows:
-        by_minute[row["minute"]] = row["bytes"]
-        result.files_ok += row["ok"]
-        result.files_failed += row["failed"]
-    count = max(int((last_full - first_full) / MINUTE), 0)
-    series = [by_minute.get(first_full + index * MINUTE, 0.0) for index in range(count)]
-    result.minutes = [(first_full + index * MINUTE, value) for index, value in enumerate(series)]
-    volume = sum(series)
+    last_full = max(minute_floor(end), first_full)  # minutes in [first_full, last_full) lie wholly inside
+    spans = {
+        name: _window_span(seconds, first_full, last_full)
+        for name, seconds in (("max", max_window), ("stable", stable_window))
+    }
+    key = _flow(target) | {"first": first_full, "last": last_full}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            FLOW_RATES,
+            key
+            | {
+                f"{name}_{part}": value
+                for name, span in spans.items()
+                for part, value in zip(("span", "latest"), span, strict=True)
+            },
+        )
+        sums, ok, failed, max_best, max_tail, stable_best, stable_tail = cursor.fetchone()
+    volume = float(sums)
+    result.files_ok, result.files_failed = int(ok), int(failed)
     if first_full > start:  # the partial minute at the start
-        edge_end = min(first_full, end)
-        moved, ok, failed = _edge(target, start, edge_end, (start, end))
+        moved, ok, failed = _edge(target, start, min(first_full, end), (start, end))
         volume, result.files_ok, result.files_failed = (
             volume + moved,
             result.files_ok + ok,
             result.files_failed + failed,
         )
-    if last_full < end and last_full >= first_full:  # the partial minute at the end
-        moved, ok, failed = _edge(target, last_full, end, (start, end))
+    if minute_floor(end) < end and minute_floor(end) >= first_full:  # the partial minute at the end
+        moved, ok, failed = _edge(target, minute_floor(end), end, (start, end))
         volume, result.files_ok, result.files_failed = (
             volume + moved,
             result.files_ok + ok,
@@ -168,28 +217,48 @@ def target_rates(*, target: Target, max_window: int, stable_window: int) -> Targ
     duration = (end - start).total_seconds()
     result.volume = volume
     result.average_rate = volume / duration if duration > 0 else 0.0
-    result.max_rate, result.max_window_start = _best_window(series, first_full, max_window)
+    result.max_rate, result.max_window_start = _best(max_best, max_tail, spans["max"][1], max_window, first_full)
     if result.max_window_start is None:  # shorter than the window: the whole activity
         result.max_rate = result.average_rate
     if duration >= stable_window:
-        result.stable_rate, result.stable_window_start = _best_window(series, first_full, stable_window)
+        result.stable_rate, result.stable_window_start = _best(
+            stable_best, stable_tail, spans["stable"][1], stable_window, first_full
+        )
         if result.stable_window_start is None:
             result.stable_rate = None
+    if with_minutes:
+        rows = dict(
+            RateRollup.objects.filter(_flow_filter(target), minute__gte=first_full, minute__lt=last_full)
+            .values("minute")
+            .annotate(total=Sum("bytes"))
+            .values_list("minute", "total")
+        )
+        count = int((last_full - first_full) / MINUTE)
+        result.minutes = [
+            (first_full + index * MINUTE, rows.get(first_full + index * MINUTE, 0.0)) for index in range(count)
+        ]
     return result
 
 
-def _best_window(series: list[float], first: datetime, window: int) -> tuple[float, datetime | None]:
-    """The highest mean rate over `window` seconds starting on a minute boundary, and where it starts."""
-    width = window // 60
-    if width <= 0 or width > len(series):
+def _window_span(window: int, first: datetime, last: datetime) -> tuple[timedelta, datetime]:
+    """The RANGE offset of a window of `window` seconds and the latest minute it may start at (before `first`
+    when the full minutes are too few for one window)."""
+    width = timedelta(seconds=window)
+    if window <= 0 or window % 60 or width > last - first:
+        return timedelta(0), first - MINUTE
+    return width - MINUTE, last - width
+
+
+def _best(
+    best: list[Any] | None, tail: Any, latest: datetime, window: int, first: datetime
+) -> tuple[float, datetime | None]:
+    """The highest mean rate of a window and where it starts, from the query's two candidates."""
+    if latest < first:
         return 0.0, None
-    total = sum(series[:width])
-    best, best_index = total, 0
-    for index in range(1, len(series) - width + 1):
-        total += series[index + width - 1] - series[index - 1]
-        if total > best:
-            best, best_index = total, index
-    return best / window, first + timedelta(minutes=best_index)
+    best_start, best_sum = latest, float(tail)
+    if best is not None and float(best[1]) >= best_sum:
+        best_start, best_sum = datetime.fromtimestamp(float(best[0]), tz=UTC), float(best[1])
+    return best_sum / window, best_start
 
 
 def challenge_targets(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -65,17 +66,59 @@ ON CONFLICT ON CONSTRAINT rollup_unique_key DO UPDATE SET
 """
 
 
+FlowKey = tuple[int, str, int, int, datetime]
+
+
+def flow_deltas(deltas: dict[RollupKey, list[float]]) -> dict[FlowKey, list[float]]:
+    """The same deltas per flow: into the destination, out of the source, over the link (known sites only)."""
+    flows: dict[FlowKey, list[float]] = defaultdict(lambda: [0.0, 0, 0])
+    for (minute, experiment, source, destination, _mode, _concurrency), value in deltas.items():
+        if experiment is None:
+            continue
+        keys: list[FlowKey] = []
+        if destination is not None:
+            keys.append((experiment, "in", destination, 0, minute))
+        if source is not None:
+            keys.append((experiment, "out", source, 0, minute))
+        if source is not None and destination is not None:
+            keys.append((experiment, "link", source, destination, minute))
+        for key in keys:
+            total = flows[key]
+            total[0] += value[0]
+            total[1] += value[1]
+            total[2] += value[2]
+    return flows
+
+
+FLOW_UPSERT = """
+INSERT INTO results_flowrollup (experiment_id, flow, site_id, peer_id, minute, bytes, files_ok, files_failed)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT ON CONSTRAINT flow_rollup_unique_key DO UPDATE SET
+    bytes = results_flowrollup.bytes + EXCLUDED.bytes,
+    files_ok = results_flowrollup.files_ok + EXCLUDED.files_ok,
+    files_failed = results_flowrollup.files_failed + EXCLUDED.files_failed
+"""
+
+
+def _sort_key(key: tuple[object, ...]) -> tuple[str, ...]:
+    # One order for every writer, so that concurrent upserts take row locks in the same order.
+    return tuple("" if value is None else str(value) for value in key)
+
+
 def rollup_add(*, records: Iterable[TransferRecord]) -> int:
-    """Add new records to the rollup (call inside the transaction that stored them). Returns rows touched."""
-    rows = [
-        (*key, value[0], value[1], value[2])
-        for key, value in sorted(
-            rollup_deltas(records).items(), key=lambda item: tuple("" if v is None else str(v) for v in item[0])
-        )
+    """Add new records to both rollups (call inside the transaction that stored them). Returns rows touched."""
+    deltas = rollup_deltas(records)
+    rows: list[tuple[Any, ...]] = [
+        (*key, *value) for key, value in sorted(deltas.items(), key=lambda item: _sort_key(item[0]))
     ]
-    if rows:
-        with connection.cursor() as cursor:
+    flows: list[tuple[Any, ...]] = [
+        (*key, *value) for key, value in sorted(flow_deltas(deltas).items(), key=lambda item: _sort_key(item[0]))
+    ]
+    with connection.cursor() as cursor:
+        if rows:
             cursor.executemany(UPSERT, rows)
+        if flows:
+            cursor.executemany(FLOW_UPSERT, flows)
     return len(rows)
 
 
@@ -108,11 +151,34 @@ GROUP BY minute, experiment_id, source_site_id, destination_site_id, mode, concu
 """
 
 
+FLOW_REBUILD = """
+INSERT INTO results_flowrollup (experiment_id, flow, site_id, peer_id, minute, bytes, files_ok, files_failed)
+SELECT experiment_id, flow, site_id, peer_id, minute, sum(bytes), sum(files_ok), sum(files_failed)
+FROM (
+    SELECT experiment_id, 'in' AS flow, destination_site_id AS site_id, 0 AS peer_id, minute, bytes, files_ok,
+           files_failed
+    FROM results_raterollup WHERE destination_site_id IS NOT NULL
+    UNION ALL
+    SELECT experiment_id, 'out', source_site_id, 0, minute, bytes, files_ok, files_failed
+    FROM results_raterollup WHERE source_site_id IS NOT NULL
+    UNION ALL
+    SELECT experiment_id, 'link', source_site_id, destination_site_id, minute, bytes, files_ok, files_failed
+    FROM results_raterollup WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL
+) AS flows
+WHERE experiment_id IS NOT NULL
+GROUP BY experiment_id, flow, site_id, peer_id, minute
+"""
+
+
 @transaction.atomic
 def rollups_rebuild() -> int:
-    """Recompute the whole rollup from the records (after bulk loads or re-matching sites). Returns its rows."""
+    """Recompute both rollups from the records (after bulk loads or re-matching sites). Returns the rows of the
+    per-minute rollup."""
     with connection.cursor() as cursor:
-        cursor.execute("LOCK TABLE results_raterollup IN EXCLUSIVE MODE")
+        cursor.execute("LOCK TABLE results_raterollup, results_flowrollup IN EXCLUSIVE MODE")
         cursor.execute("DELETE FROM results_raterollup")
         cursor.execute(REBUILD)
-        return int(cursor.rowcount)
+        rows = int(cursor.rowcount)
+        cursor.execute("DELETE FROM results_flowrollup")
+        cursor.execute(FLOW_REBUILD)
+        return rows

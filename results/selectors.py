@@ -36,10 +36,18 @@ def targets_for_challenge(
     return targets
 
 
-def rates_for_targets(*, challenge: Challenge, targets: Iterable[Target]) -> list[TargetRates]:
-    """Target versus achieved for the given targets of the challenge, with the challenge's windows."""
+def rates_for_targets(
+    *, challenge: Challenge, targets: Iterable[Target], with_minutes: bool = False
+) -> list[TargetRates]:
+    """Target versus achieved for the given targets of the challenge, with the challenge's windows (and the
+    per-minute series plots need, when asked)."""
     return [
-        target_rates(target=target, max_window=challenge.max_window, stable_window=challenge.stable_window)
+        target_rates(
+            target=target,
+            max_window=challenge.max_window,
+            stable_window=challenge.stable_window,
+            with_minutes=with_minutes,
+        )
         for target in targets
     ]
 

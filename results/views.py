@@ -263,7 +263,7 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     if visible is not None and target.activity.experiment_id not in visible:
         raise Http404("no such target")
     challenge = target.activity.challenge
-    rates = selectors.rates_for_targets(challenge=challenge, targets=[target])[0]
+    rates = selectors.rates_for_targets(challenge=challenge, targets=[target], with_minutes=True)[0]
     requested = request.GET.get("bin", "")
     bin_minutes = (
         int(requested)

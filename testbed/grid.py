@@ -20,6 +20,7 @@ import json
 import shutil
 import ssl
 import sys
+import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -259,12 +260,24 @@ class Testbed:
         return all(self.running().values())
 
     def up(self) -> list[str]:
-        """Start whatever is not running. Returns the names of the processes it started."""
+        """Start whatever is not running. Returns the names of the processes it started.
+
+        Ports are checked free before the servers bind them, so another program may take one in between: a start
+        that fails is undone and tried once more with fresh ports.
+        """
         for tool in ("xrootd", "nginx", "iperf3", "openssl"):
             if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
                 raise RuntimeError(f"{tool} is not installed: run bin/portal (it installs the testbed's packages)")
         self.dir.mkdir(parents=True, exist_ok=True)
         ensure_pki(self.pki.root)
+        try:
+            started = self._start_missing()
+        except RuntimeError:
+            started = self._start_missing()
+        self.write_sites_document()
+        return started
+
+    def _start_missing(self) -> list[str]:
         running = {name for name, alive in self.running().items() if alive}
         ports = self._assign_ports(running)
         self.state_file.write_text(json.dumps({"ports": ports, "host": self.config.host}, indent=2))
@@ -285,11 +298,14 @@ class Testbed:
                 pid = processes.read_pid(self._pidfile(endpoint.process))
                 if not processes.wait_for_port(endpoint.port, pid=pid, timeout=20):
                     raise RuntimeError(f"{endpoint.name} did not start: see {self._log(endpoint.process)}")
+            time.sleep(0.3)  # a server that lost its port to another program exits: check that ours still run
+            dead = [name for name in started if processes.read_pid(self._pidfile(name)) is None]
+            if dead:
+                raise RuntimeError(f"{', '.join(dead)} exited after starting: see {self.dir / 'log'}")
         except Exception:
             for name in started:
                 processes.stop(self._pidfile(name))
             raise
-        self.write_sites_document()
         return started
 
     def down(self, only: Iterable[str] | None = None) -> list[str]:

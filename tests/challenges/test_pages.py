@@ -247,8 +247,21 @@ def test_a_coordinator_creates_a_challenge(coordinator: Client) -> None:
     ("changes", "field", "message"),
     [
         ({"end": "2024-02-11T00:00"}, "end", "the end must be after the start"),
-        ({"max_window": "0"}, "max_window", "a positive number of seconds"),
-        ({"stable_window": "0"}, "stable_window", "a positive number of seconds"),
+        (
+            {"max_window": "0"},
+            "max_window",
+            "a positive number of seconds in whole minutes (rates are kept per minute)",
+        ),
+        (
+            {"stable_window": "0"},
+            "stable_window",
+            "a positive number of seconds in whole minutes (rates are kept per minute)",
+        ),
+        (
+            {"max_window": "90"},
+            "max_window",
+            "a positive number of seconds in whole minutes (rates are kept per minute)",
+        ),
     ],
 )
 def test_the_challenge_form_shows_each_problem_in_place_and_stores_nothing(
