@@ -1,5 +1,5 @@
 """bench/rates: a challenge of the 2022 tape challenge's scale, then the time to build the rollups and the median
-time of the rates API for the whole challenge.
+time of the rates API and of the FROM x TO matrix for the whole challenge.
 
     eval "$(bin/portal services | grep export)"
     .venv/bin/python bench/rates.py --records 10000000      # default; --records 1000000 for a quick look
@@ -79,6 +79,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
+    from django.test import Client
     from rest_framework.test import APIClient
 
     from challenges.models import Activity, Challenge, Target
@@ -156,9 +157,21 @@ def main() -> None:
     selector = timed(lambda: rates_for_challenge(challenge=challenge))
     print(f"rates selector, {targets} targets: median {statistics.median(selector) * 1000:.0f} ms", flush=True)
     timings = timed(api_call)
+    pages = Client()
+    pages.force_login(user)
+
+    def matrix_call() -> None:
+        response = pages.get("/results/bench/matrix/", {"format": "json"})
+        assert response.status_code == 200, response.content[:300]
+
+    matrix = timed(matrix_call)
     print(
         f"rates API, {targets} targets: median {statistics.median(timings) * 1000:.0f} ms "
         f"(min {min(timings) * 1000:.0f}, max {max(timings) * 1000:.0f}; {args.repeat} calls)"
+    )
+    print(
+        f"matrix (the page's JSON export): median {statistics.median(matrix) * 1000:.0f} ms "
+        f"(min {min(matrix) * 1000:.0f}, max {max(matrix) * 1000:.0f}; {args.repeat} calls)"
     )
 
 
