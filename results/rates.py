@@ -18,7 +18,7 @@ Rates are bytes per second.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
@@ -130,36 +130,35 @@ def _edge(
     return moved, ok, failed
 
 
-# One query per target: the sums over the full minutes, and for each of the two windows the best window that
-# starts at a minute with data and ends by `last`, plus the window that ends exactly at `last`. Those are the only
-# candidates: moving an empty start forward loses nothing. The moving sums are numeric, so PostgreSQL computes
-# them in one pass (float8 has no inverse transition).
+# One query per target. The sums come from the target's flow rows; the best windows from a dense minute series
+# (one row per minute, empty minutes as 0) with a running total, where the bytes of the window starting at minute
+# i are through[i + width - 1] - through[i] + bytes[i]. Every step is a single pass; windows that would run past
+# the full minutes get no lead() value and drop out.
 FLOW_RATES = """
-WITH series AS (
+WITH flow AS (
     SELECT minute, bytes, files_ok, files_failed
     FROM results_flowrollup
     WHERE experiment_id = %(experiment)s AND flow = %(flow)s AND site_id = %(site)s AND peer_id = %(peer)s
       AND minute >= %(first)s AND minute < %(last)s
-), max_windows AS (
-    SELECT minute, sum(bytes::numeric) OVER (ORDER BY minute RANGE BETWEEN CURRENT ROW AND %(max_span)s FOLLOWING)
-               AS total
-    FROM series
-), stable_windows AS (
+), series AS (
+    SELECT m AS minute, coalesce(flow.bytes, 0) AS bytes,
+           sum(coalesce(flow.bytes, 0)) OVER (ORDER BY m ROWS UNBOUNDED PRECEDING) AS through
+    FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz - interval '1 minute', interval '1 minute') AS m
+    LEFT JOIN flow ON flow.minute = m
+), windows AS (
     SELECT minute,
-           sum(bytes::numeric) OVER (ORDER BY minute RANGE BETWEEN CURRENT ROW AND %(stable_span)s FOLLOWING)
-               AS total
+           lead(through, %(max_width)s - 1) OVER (ORDER BY minute) - through + bytes AS max_bytes,
+           lead(through, %(stable_width)s - 1) OVER (ORDER BY minute) - through + bytes AS stable_bytes
     FROM series
 )
 SELECT
-    (SELECT coalesce(sum(bytes), 0) FROM series),
-    (SELECT coalesce(sum(files_ok), 0) FROM series),
-    (SELECT coalesce(sum(files_failed), 0) FROM series),
-    (SELECT ARRAY[extract(epoch FROM minute)::numeric, total] FROM max_windows WHERE minute <= %(max_latest)s
-     ORDER BY total DESC, minute LIMIT 1),
-    (SELECT coalesce(sum(bytes), 0) FROM series WHERE minute >= %(max_latest)s),
-    (SELECT ARRAY[extract(epoch FROM minute)::numeric, total] FROM stable_windows WHERE minute <= %(stable_latest)s
-     ORDER BY total DESC, minute LIMIT 1),
-    (SELECT coalesce(sum(bytes), 0) FROM series WHERE minute >= %(stable_latest)s)
+    (SELECT coalesce(sum(bytes), 0) FROM flow),
+    (SELECT coalesce(sum(files_ok), 0) FROM flow),
+    (SELECT coalesce(sum(files_failed), 0) FROM flow),
+    (SELECT ARRAY[extract(epoch FROM minute)::float8, max_bytes] FROM windows WHERE max_bytes IS NOT NULL
+     ORDER BY max_bytes DESC, minute LIMIT 1),
+    (SELECT ARRAY[extract(epoch FROM minute)::float8, stable_bytes] FROM windows WHERE stable_bytes IS NOT NULL
+     ORDER BY stable_bytes DESC, minute LIMIT 1)
 """
 
 
@@ -182,22 +181,11 @@ def target_rates(*, target: Target, max_window: int, stable_window: int, with_mi
     result = TargetRates(target=target, start=start, end=end)
     first_full = minute_floor(start) if start == minute_floor(start) else minute_floor(start) + MINUTE
     last_full = max(minute_floor(end), first_full)  # minutes in [first_full, last_full) lie wholly inside
-    spans = {
-        name: _window_span(seconds, first_full, last_full)
-        for name, seconds in (("max", max_window), ("stable", stable_window))
-    }
+    widths = {name: _window_width(seconds) for name, seconds in (("max", max_window), ("stable", stable_window))}
     key = _flow(target) | {"first": first_full, "last": last_full}
     with connection.cursor() as cursor:
-        cursor.execute(
-            FLOW_RATES,
-            key
-            | {
-                f"{name}_{part}": value
-                for name, span in spans.items()
-                for part, value in zip(("span", "latest"), span, strict=True)
-            },
-        )
-        sums, ok, failed, max_best, max_tail, stable_best, stable_tail = cursor.fetchone()
+        cursor.execute(FLOW_RATES, key | {f"{name}_width": max(width, 1) for name, width in widths.items()})
+        sums, ok, failed, max_best, stable_best = cursor.fetchone()
     volume = float(sums)
     result.files_ok, result.files_failed = int(ok), int(failed)
     if first_full > start:  # the partial minute at the start
@@ -217,13 +205,11 @@ def target_rates(*, target: Target, max_window: int, stable_window: int, with_mi
     duration = (end - start).total_seconds()
     result.volume = volume
     result.average_rate = volume / duration if duration > 0 else 0.0
-    result.max_rate, result.max_window_start = _best(max_best, max_tail, spans["max"][1], max_window, first_full)
+    result.max_rate, result.max_window_start = _best(max_best if widths["max"] else None, max_window)
     if result.max_window_start is None:  # shorter than the window: the whole activity
         result.max_rate = result.average_rate
     if duration >= stable_window:
-        result.stable_rate, result.stable_window_start = _best(
-            stable_best, stable_tail, spans["stable"][1], stable_window, first_full
-        )
+        result.stable_rate, result.stable_window_start = _best(stable_best if widths["stable"] else None, stable_window)
         if result.stable_window_start is None:
             result.stable_rate = None
     if with_minutes:
@@ -240,25 +226,16 @@ def target_rates(*, target: Target, max_window: int, stable_window: int, with_mi
     return result
 
 
-def _window_span(window: int, first: datetime, last: datetime) -> tuple[timedelta, datetime]:
-    """The RANGE offset of a window of `window` seconds and the latest minute it may start at (before `first`
-    when the full minutes are too few for one window)."""
-    width = timedelta(seconds=window)
-    if window <= 0 or window % 60 or width > last - first:
-        return timedelta(0), first - MINUTE
-    return width - MINUTE, last - width
+def _window_width(window: int) -> int:
+    """A window's width in whole minutes (0 when it is not a positive whole number of minutes)."""
+    return window // 60 if window > 0 and window % 60 == 0 else 0
 
 
-def _best(
-    best: list[Any] | None, tail: Any, latest: datetime, window: int, first: datetime
-) -> tuple[float, datetime | None]:
-    """The highest mean rate of a window and where it starts, from the query's two candidates."""
-    if latest < first:
+def _best(best: list[Any] | None, window: int) -> tuple[float, datetime | None]:
+    """The highest mean rate of a window and where it starts; (0, None) when no window fits."""
+    if best is None:
         return 0.0, None
-    best_start, best_sum = latest, float(tail)
-    if best is not None and float(best[1]) >= best_sum:
-        best_start, best_sum = datetime.fromtimestamp(float(best[0]), tz=UTC), float(best[1])
-    return best_sum / window, best_start
+    return float(best[1]) / window, datetime.fromtimestamp(float(best[0]), tz=UTC)
 
 
 def challenge_targets(
