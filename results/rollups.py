@@ -93,7 +93,7 @@ def flow_deltas(deltas: dict[RollupKey, list[float]]) -> dict[FlowKey, list[floa
 FLOW_UPSERT = """
 INSERT INTO results_flowrollup (experiment_id, flow, site_id, peer_id, minute, bytes, files_ok, files_failed)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT ON CONSTRAINT flow_rollup_unique_key DO UPDATE SET
+ON CONFLICT (experiment_id, flow, site_id, peer_id, minute) DO UPDATE SET
     bytes = results_flowrollup.bytes + EXCLUDED.bytes,
     files_ok = results_flowrollup.files_ok + EXCLUDED.files_ok,
     files_failed = results_flowrollup.files_failed + EXCLUDED.files_failed
