@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db.models.functions import Lower
 
-from portal.documents import DocumentParseError, document_parse
+from portal.documents import DocumentError, DocumentParseError, document_parse
 from sites.models import Experiment, Site
 
 from . import validation
@@ -77,19 +77,11 @@ _TARGET_FIELD_PLACES = {"link_from": "link.from", "link_to": "link.to"}
 _UNBOUNDED = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
 
 
-class PlanDocumentError(Exception):
+class PlanDocumentError(DocumentError):
     """A plan document that cannot be imported. `errors` lists every problem as
     `{"place": "activities[0].targets[1].rate", "error": "reason"}`; the place `document` is the whole document."""
 
-    def __init__(self, errors: list[dict[str, str]]) -> None:
-        self.errors = errors
-        count = len(errors)
-        super().__init__(f"{count} problem{'s' if count != 1 else ''} in the plan document")
-
-    def __str__(self) -> str:
-        lines = [super().__str__()]
-        lines.extend(f"  {error['place']}: {error['error']}" for error in self.errors)
-        return "\n".join(lines)
+    kind = "plan document"
 
 
 @dataclass(frozen=True)

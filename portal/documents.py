@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -49,3 +51,36 @@ def _yaml_load(text: str) -> Any:
     except yaml.YAMLError as exc:
         reason = " ".join(str(exc).replace('in "<unicode string>", ', "").split())
         raise DocumentParseError(f"not valid YAML: {reason}") from exc
+
+
+class DocumentError(Exception):
+    """A document that cannot be imported. `errors` lists every problem as `{"place": ..., "error": ...}` (the place
+    `document` is the whole document); subclasses name the kind of document."""
+
+    kind = "document"
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        self.errors = errors
+        count = len(errors)
+        super().__init__(f"{count} problem{'s' if count != 1 else ''} in the {self.kind}")
+
+    def __str__(self) -> str:
+        lines = [super().__str__()]
+        lines.extend(f"  {error['place']}: {error['error']}" for error in self.errors)
+        return "\n".join(lines)
+
+
+def document_file_read(name: str) -> tuple[bytes, str | None]:
+    """The bytes of a document file (`-` for standard input) and the content type its name implies (YAML for
+    .yaml/.yml, else None: guess). Raises OSError when it cannot be read."""
+    text = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    return text, ("application/yaml" if name.lower().endswith((".yaml", ".yml")) else None)
+
+
+def document_errors_report(*, errors: list[dict[str, str]], name: str, write: Any) -> str:
+    """Write each problem as `place: error` and return the one-line summary a command fails with."""
+    for error in errors:
+        write(f"{error['place']}: {error['error']}")
+    count = len(errors)
+    source = "standard input" if name == "-" else name
+    return f"{count} problem{'s' if count != 1 else ''} in {source}; nothing was imported"

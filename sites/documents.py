@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models.functions import Lower
 
-from portal.documents import DocumentParseError, document_parse
+from portal.documents import DocumentError, DocumentParseError, document_parse
 
 from .choices import EndpointKind, Implementation, TpcMode
 from .models import Experiment, NetworkHost, StorageEndpoint
@@ -60,19 +60,11 @@ _NETWORK_HOST = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::(?
 _IMPLEMENTATIONS = {value.lower(): value for value in Implementation.values}
 
 
-class SitesDocumentError(Exception):
+class SitesDocumentError(DocumentError):
     """A sites document that cannot be imported. `errors` lists every problem as
     `{"place": "sites[0].endpoints[1].url", "error": "reason"}`; the place `document` is the whole document."""
 
-    def __init__(self, errors: list[dict[str, str]]) -> None:
-        self.errors = errors
-        count = len(errors)
-        super().__init__(f"{count} problem{'s' if count != 1 else ''} in the sites document")
-
-    def __str__(self) -> str:
-        lines = [super().__str__()]
-        lines.extend(f"  {error['place']}: {error['error']}" for error in self.errors)
-        return "\n".join(lines)
+    kind = "sites document"
 
 
 @dataclass(frozen=True)

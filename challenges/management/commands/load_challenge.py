@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from challenges.documents import PlanDocumentError, plan_document_load
 from challenges.plan import plan_import
+from portal.documents import document_errors_report, document_file_read
 
 
 class Command(BaseCommand):
@@ -25,18 +24,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         name: str = options["file"]
         try:
-            text = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+            text, content_type = document_file_read(name)
         except OSError as exc:
             raise CommandError(f"cannot read {name}: {exc.strerror or exc}") from exc
-        content_type = "application/yaml" if name.lower().endswith((".yaml", ".yml")) else None
         try:
             summary = plan_import(document=plan_document_load(text=text, content_type=content_type))
         except PlanDocumentError as exc:
-            for error in exc.errors:
-                self.stderr.write(f"{error['place']}: {error['error']}")
-            count = len(exc.errors)
-            raise CommandError(
-                f"{count} problem{'s' if count != 1 else ''} in {'standard input' if name == '-' else name}; "
-                "nothing was imported"
-            ) from exc
+            raise CommandError(document_errors_report(errors=exc.errors, name=name, write=self.stderr.write)) from exc
         self.stdout.write(f"imported: {summary}")
