@@ -7,7 +7,10 @@ time of the rates API and of the FROM x TO matrix for the whole challenge.
 It works in its own database (<DATABASE_URL's name>_bench, created and migrated here), never the portal's.
 Shape: 3 experiments, 10 sites (a Tier-0 and nine Tier-1s), 3 weeks; each experiment exports from the Tier-0 to six
 Tier-1s with a mode of its own, plus some Tier-1 -> Tier-1 traffic; 5 GB files of 30 s to 10 min; 3 % failures.
-Prints figures only: the goal (under 300 ms at 10 million records) is judged by reading them.
+Prints figures only: the goal (under 300 ms at 10 million records) is judged by reading them. "cold" calls run
+with the rates/matrix cache emptied before each call (this flushes the Redis database of REDIS_URL: use your
+own), "warm" ones after a call that filled it. --reuse keeps the records and rollups of an earlier run of the
+same size (generating 10 million records and building their rollups takes tens of minutes).
 """
 
 from __future__ import annotations
@@ -17,19 +20,23 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def bench_database_url() -> str:
+def bench_database_url(name: str | None = None) -> str:
     url = os.environ.get("DATABASE_URL")
     if not url:
         raise SystemExit('set DATABASE_URL first: eval "$(bin/portal services | grep export)"')
     parts = urlsplit(url)
-    name = parts.path.lstrip("/") + "_bench"
+    name = name or parts.path.lstrip("/") + "_bench"
+    if not name.replace("_", "").isalnum():
+        raise SystemExit(f"--database: letters, digits and _ only, not {name!r}")
     admin = urlunsplit(parts._replace(path="/postgres"))
     import psycopg
 
@@ -42,12 +49,13 @@ def bench_database_url() -> str:
 GENERATE = """
 INSERT INTO results_transferrecord
     (experiment_id, source_site_id, destination_site_id, bytes, start, "end", state, error_message,
-     error_category, mode, concurrency, origin, origin_id, source_url, destination_url)
+     error_category, mode, concurrency, origin, origin_id, source_url, destination_url, transfer_key, source_host,
+     destination_host, attempt)
 SELECT e.id, src.id, dst.id, 5000000000, s.start, s.start + s.duration,
        CASE WHEN s.i %% 33 = 0 THEN 'failed' ELSE 'ok' END,
        CASE WHEN s.i %% 33 = 0 THEN 'Connection timed out' ELSE '' END, '',
        (ARRAY['pull', 'push', 'streamed'])[1 + s.x %% 3], (ARRAY[10, 40, 100])[1 + s.x %% 3],
-       'fts', 'bench-' || s.i, '', ''
+       'fts', 'bench-' || s.i, '', '', '', '', '', 1
 FROM (
     SELECT i, i %% 3 AS x,
            timestamptz '2022-03-07 00:00+00' + random() * interval '21 days' AS start,
@@ -63,37 +71,23 @@ WHERE src.id <> dst.id
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=10_000_000)
-    parser.add_argument("--repeat", type=int, default=5, help="API calls for the median")
-    args = parser.parse_args()
-    os.environ["DATABASE_URL"] = bench_database_url()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    os.environ["ALLOWED_HOSTS"] = "testserver"
-    import django
-
-    django.setup()
+def build(*, records: int, name: str) -> tuple[Any, int, float, int, float]:
+    """A fresh challenge of `records` generated records: (challenge, stored, generation s, rollup rows, build s)."""
     from datetime import UTC, datetime, timedelta
 
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
-    from rest_framework.test import APIClient
 
     from challenges.models import Activity, Challenge, Target
     from results.rollups import rollups_rebuild
     from sites.models import Experiment, Site
 
-    call_command("migrate", verbosity=0)
     with connection.cursor() as cursor:
         cursor.execute(
-            "TRUNCATE results_raterollup, results_transferrecord, challenges_target, "
+            "TRUNCATE results_raterollup, results_flowrollup, results_transferrecord, challenges_target, "
             "challenges_activity, challenges_challenge, sites_site_experiments, sites_site, "
             "sites_experiment CASCADE"
         )
-    experiments = [Experiment.objects.create(name=name) for name in ("ATLAS", "CMS", "LHCb")]
+    experiments = [Experiment.objects.create(name=label) for label in ("ATLAS", "CMS", "LHCb")]
     sites = [
         Site.objects.create(
             name=f"{index:02d}-{'T0' if index == 0 else 'T1'}", tier=0 if index == 0 else 1, country="CH"
@@ -103,7 +97,7 @@ def main() -> None:
     for site in sites:
         site.experiments.set(experiments)
     start = datetime(2022, 3, 7, tzinfo=UTC)
-    challenge = Challenge.objects.create(name="Bench 2022", slug="bench", start=start, end=start + timedelta(days=21))
+    challenge = Challenge.objects.create(name=name, slug="bench", start=start, end=start + timedelta(days=21))
     for index, experiment in enumerate(experiments):
         for week in range(3):
             activity = Activity.objects.create(
@@ -118,11 +112,10 @@ def main() -> None:
             for site in sites[1 + index * 3 : 4 + index * 3]:
                 Target.objects.create(activity=activity, site=site, direction="in", rate=1e9)
             Target.objects.create(activity=activity, link_from=sites[0], link_to=sites[1 + index * 3], rate=1e9)
-    targets = Target.objects.filter(activity__challenge=challenge).count()
 
     began = time.perf_counter()
     with connection.cursor() as cursor:
-        cursor.execute(GENERATE, {"records": args.records})
+        cursor.execute(GENERATE, {"records": records})
         stored = cursor.rowcount
         cursor.execute("ANALYZE results_transferrecord")
     generated = time.perf_counter() - began
@@ -133,47 +126,119 @@ def main() -> None:
         cursor.execute("VACUUM ANALYZE results_flowrollup")  # index-only scans need the visibility map
     built = time.perf_counter() - began
 
+    return challenge, stored, generated, rows, built
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=5, help="API calls for the median")
+    parser.add_argument("--database", help="the bench's database (default: <DATABASE_URL's name>_bench)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the challenge, records and rollups a previous run left in the database (same --records); "
+        "the rollup build is then not timed",
+    )
+    args = parser.parse_args()
+    os.environ["DATABASE_URL"] = bench_database_url(args.database)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ["ALLOWED_HOSTS"] = "testserver"
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from challenges.models import Challenge, Target
+    from results.models import RateRollup, TransferRecord
+
+    call_command("migrate", verbosity=0)
+    name = f"Bench 2022, {args.records} records"
+    challenge = Challenge.objects.filter(slug="bench", name=name).first() if args.reuse else None
+    if challenge is not None and TransferRecord.objects.exists():
+        stored = TransferRecord.objects.count()
+        rows = RateRollup.objects.count()
+        print(f"records stored:            {stored:,} (reused from an earlier run)")
+        print(f"rollup rows:               {rows:,}")
+        print("rollup build:              not timed (reused)")
+    else:
+        challenge, stored, generated, rows, built = build(records=args.records, name=name)
+        print(f"records stored:            {stored:,} (generated in {generated:.1f} s)")
+        print(f"rollup rows:               {rows:,}")
+        print(f"rollup build:              {built:.1f} s (rebuild of both rollups, with VACUUM ANALYZE)", flush=True)
+    targets = Target.objects.filter(activity__challenge=challenge).count()
+
     user = get_user_model().objects.create_user(f"bench-{time.time_ns()}")
     user.is_superuser = True
     user.save()
     client = APIClient()
     client.force_authenticate(user)
-    from results.rates import rates_for_challenge
+    pages = Client()
+    pages.force_login(user)
+    from django.core.cache import cache
+    from django.db import connection
 
-    def timed(call: object) -> list[float]:
+    from results.rates import challenge_targets, flow_minutes, targets_rates_compute
+
+    def timed(call: Callable[[], object], *, cold: bool) -> list[float]:
+        """Timings of `repeat` calls; cold: the cache emptied before each (not timed), warm: after one untimed
+        call that fills it."""
         timings = []
+        if not cold:
+            call()
         for _ in range(args.repeat):
+            if cold:
+                cache.clear()
             began = time.perf_counter()
-            call()  # type: ignore[operator]
+            call()
             timings.append(time.perf_counter() - began)
         return timings
+
+    def report(label: str, timings: list[float]) -> None:
+        print(
+            f"{label:<42} median {statistics.median(timings) * 1000:5.0f} ms "
+            f"(min {min(timings) * 1000:.0f}, max {max(timings) * 1000:.0f}; {len(timings)} calls)",
+            flush=True,
+        )
 
     def api_call() -> None:
         response = client.get("/api/v1/challenges/bench/rates/")
         assert response.status_code == 200, response.content[:300]
-
-    print(f"records stored:            {stored:,} (generated in {generated:.1f} s)")
-    print(f"rollup rows:               {rows:,}")
-    print(f"rollup build:              {built:.1f} s")
-    selector = timed(lambda: rates_for_challenge(challenge=challenge))
-    print(f"rates selector, {targets} targets: median {statistics.median(selector) * 1000:.0f} ms", flush=True)
-    timings = timed(api_call)
-    pages = Client()
-    pages.force_login(user)
+        assert len(response.json()["rows"]) == targets
 
     def matrix_call() -> None:
         response = pages.get("/results/bench/matrix/", {"format": "json"})
         assert response.status_code == 200, response.content[:300]
 
-    matrix = timed(matrix_call)
+    # Where a cold call's time goes: the rollup query alone (executed and fetched in binary), then the whole
+    # computation without the cache (query + Python), then the API (plus targets, versions, cache, JSON).
+    target_list = list(challenge_targets(challenge=challenge))
+
+    def query_only() -> None:
+        flow_minutes(targets=target_list)
+
     print(
-        f"rates API, {targets} targets: median {statistics.median(timings) * 1000:.0f} ms "
-        f"(min {min(timings) * 1000:.0f}, max {max(timings) * 1000:.0f}; {args.repeat} calls)"
+        f"load average before timing: {' '.join(f'{load:.2f}' for load in os.getloadavg())} on {os.cpu_count()} cores"
     )
-    print(
-        f"matrix (the page's JSON export): median {statistics.median(matrix) * 1000:.0f} ms "
-        f"(min {min(matrix) * 1000:.0f}, max {max(matrix) * 1000:.0f}; {args.repeat} calls)"
+    report(f"rollup query + binary fetch, {targets} targets", timed(query_only, cold=True))
+    report(
+        "rates computed, no cache (query + Python)",
+        timed(
+            lambda: targets_rates_compute(
+                targets=target_list, max_window=challenge.max_window, stable_window=challenge.stable_window
+            ),
+            cold=True,
+        ),
     )
+    report(f"rates API, {targets} targets, cold", timed(api_call, cold=True))
+    report(f"rates API, {targets} targets, warm", timed(api_call, cold=False))
+    report("matrix (the page's JSON export), cold", timed(matrix_call, cold=True))
+    report("matrix (the page's JSON export), warm", timed(matrix_call, cold=False))
+    print(f"load average after timing:  {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+    connection.close()
 
 
 if __name__ == "__main__":

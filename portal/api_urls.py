@@ -9,4 +9,6 @@ urlpatterns = [
     path("", include("sites.api.urls")),
     path("", include("challenges.api.urls")),
     path("", include("results.api.urls")),
+    path("", include("reports.api.urls")),
+    path("", include("ingest.api.urls")),
 ]

@@ -56,6 +56,7 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
         return (monday + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     today = now.weekday()
+    yesterday = max(today - 1, 0)  # on a Monday the export starts with the challenge, not the day before
     return {
         "name": "Demo challenge on the local testbed",
         "slug": "demo",
@@ -69,7 +70,7 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
                 "experiment": "ATLAS",
                 "mode": "DT",
                 "kind": "transfer",
-                "start": at(today - 1),
+                "start": at(yesterday),
                 "end": at(today + 3),
                 "source": "TB-T0",
                 "file_size": 100_000_000,

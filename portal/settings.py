@@ -49,9 +49,12 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_htmx",  # request.htmx, and htmx itself as a static file ({% htmx_script %})
     "sites",
     "challenges",
     "results",
+    "reports",
+    "ingest",
     "testbed",
     "portal.apps.PortalConfig",
 ]
@@ -65,6 +68,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -141,7 +145,12 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",  # operations are grouped by resource (sites, endpoints, ...)
     # Endpoints' third-party modes and activities' copy modes are the same set: one name for both.
-    "ENUM_NAME_OVERRIDES": {"TransferModeEnum": "sites.choices.TpcMode"},
+    "ENUM_NAME_OVERRIDES": {
+        "TransferModeEnum": "sites.choices.TpcMode",
+        # Activities and their runs share these sets: one name each.
+        "ActivityKindEnum": "challenges.choices.ActivityKind",
+        "RunStateEnum": "challenges.choices.RunState",
+    },
     # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -159,8 +168,15 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=6 * 3600)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=6 * 3600 - 60)
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redis redelivers a message not acked within this many seconds: longer than any task (a file copy or a probe),
+# else a long copy would run twice. Lost workers' files are found sooner by the runs' reaper (heartbeats).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=6 * 3600 + 600)}
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "heartbeat": {"task": "portal.tasks.heartbeat", "schedule": 60.0},
+    "runs-reap": {"task": "challenges.runs_reap", "schedule": 30.0},
+    "activities-auto-run": {"task": "challenges.activities_auto_run", "schedule": 30.0},
+    # Records of hosts registered after they were ingested attach to their sites.
+    "ingest-records-attach": {"task": "ingest.records_attach", "schedule": 60.0},
 }
 
 # The registry: whether storage endpoints may use file:// (only for the local testbed), API token lifetime,
@@ -186,6 +202,23 @@ AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "sites.b
 if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
     AUTHENTICATION_BACKENDS.append("sites.oidc.PortalOIDCBackend")
+
+# Ingestion of DDM messages: the largest request body of a batch, and the STOMP broker `manage.py consume` reads.
+INGEST_MAX_BODY_BYTES = env.int("INGEST_MAX_BODY_BYTES", default=64 * 1024 * 1024)
+INGEST_STOMP_HOST = env.str("INGEST_STOMP_HOST", default="127.0.0.1")
+INGEST_STOMP_PORT = env.int("INGEST_STOMP_PORT", default=61613)
+INGEST_STOMP_USER = env.str("INGEST_STOMP_USER", default="")
+INGEST_STOMP_PASSWORD = env.str("INGEST_STOMP_PASSWORD", default="")
+INGEST_STOMP_VHOST = env.str("INGEST_STOMP_VHOST", default="/")
+
+# Runs: a running file whose worker sent no heartbeat for WORKER_LOST_AFTER s is "worker lost" (retried once);
+# a task sent but not started after RESEND_AFTER s is sent again; workers beat every HEARTBEAT s.
+# PROBES_TESTBED: probes trust the testbed CA and send its bearer token (local testbed only).
+DISPATCH_WORKER_LOST_AFTER = env.int("DISPATCH_WORKER_LOST_AFTER", default=60)
+DISPATCH_RESEND_AFTER = env.int("DISPATCH_RESEND_AFTER", default=300)
+DISPATCH_HEARTBEAT = env.float("DISPATCH_HEARTBEAT", default=5.0)
+DISPATCH_INSPECT_TIMEOUT = env.float("DISPATCH_INSPECT_TIMEOUT", default=0.5)
+PROBES_TESTBED = env.bool("PROBES_TESTBED", default=False)
 
 # The local testbed (testbed/): where its state lives, the first port it tries, and the tape emulation.
 TESTBED_DIR = env.path("TESTBED_DIR", default=str(VAR_DIR / "testbed"))

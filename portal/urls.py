@@ -15,6 +15,8 @@ urlpatterns = [
     path("sites/", include("sites.urls")),
     path("results/", include("results.urls")),
     path("results/", include("results.matrix_urls")),
+    path("reports/", include("reports.urls")),
+    path("ingest/", include("ingest.urls")),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +19,21 @@ ACHIEVED = "#0b5cad"
 TARGET = "#c0392b"
 STABLE = "#2e7d32"
 PEAK = "#b26a00"
+OUTAGE = "#7f1d1d"
+
+
+@dataclass(frozen=True)
+class OutageWindow:
+    """An outage a site reported, as the rate plot draws it."""
+
+    site: str
+    start: datetime
+    end: datetime
+    reason: str
+
+    @property
+    def hover(self) -> str:
+        return f"{self.site} outage {self.start:%Y-%m-%d %H:%M} → {self.end:%Y-%m-%d %H:%M} UTC: {self.reason}"
 
 
 def _iso(moment: datetime) -> str:
@@ -55,11 +72,58 @@ def _window_band(*, figure: go.Figure, name: str, start: datetime, seconds: int,
     )
 
 
+def _outage_spans(*, figure: go.Figure, outages: Sequence[OutageWindow], start: datetime, end: datetime) -> None:
+    """Each outage (clipped to the plot) as a shaded span, and over it an invisible trace on a hidden [0, 1] axis
+    that carries the reason: Plotly shapes have no hover, traces do."""
+    for index, outage in enumerate(outages):
+        low, high = max(outage.start, start), min(outage.end, end)
+        if high <= low:
+            continue
+        figure.add_shape(
+            type="rect",
+            name=f"outage: {outage.reason}",
+            x0=_iso(low),
+            x1=_iso(high),
+            y0=0,
+            y1=1,
+            yref="paper",
+            layer="below",
+            fillcolor=OUTAGE,
+            opacity=0.18,
+            line={"width": 0},
+        )
+        # Points every few minutes across the span, so that "x unified" hover finds one wherever the pointer is.
+        step = max((high - low) / 48, timedelta(minutes=1))
+        moments = [low + step * n for n in range(int((high - low) / step) + 1)] + [high]
+        figure.add_trace(
+            go.Scatter(
+                name="outage" if index == 0 else f"outage {index + 1}",
+                legendgroup="outages",
+                showlegend=index == 0,
+                x=[_iso(moment) for moment in moments],
+                y=[1] * len(moments),
+                yaxis="y2",
+                mode="lines",
+                line={"color": OUTAGE, "width": 0},
+                fill="tozeroy",
+                fillcolor="rgba(0,0,0,0)",
+                text=[outage.hover] * len(moments),
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+
+
 def target_rate_figure(
-    *, rates: TargetRates, series: RateSeries, stable_window: int, max_window: int
+    *,
+    rates: TargetRates,
+    series: RateSeries,
+    stable_window: int,
+    max_window: int,
+    outages: Sequence[OutageWindow] = (),
 ) -> dict[str, Any]:
     """The achieved rate of one target over its activity, as a step line of the bins' mean rates, with the target
-    as a horizontal line, the stable window as a shaded band (and its rate over it) and the max window outlined."""
+    as a horizontal line, the stable window as a shaded band (and its rate over it), the max window outlined, and
+    the outages that the sites reported as dark-red spans with their reason on hover."""
     figure = go.Figure()
     start, end = _iso(rates.start), _iso(rates.end)
     if series.starts:
@@ -128,6 +192,7 @@ def target_rate_figure(
                 hovertemplate="max %{y:.3g} GB/s<extra></extra>",
             )
         )
+    _outage_spans(figure=figure, outages=outages, start=rates.start, end=rates.end)
     figure.update_layout(
         height=420,
         margin={"l": 10, "r": 10, "t": 30, "b": 40},
@@ -137,6 +202,8 @@ def target_rate_figure(
         plot_bgcolor="#fff",
         hovermode="x unified",
     )
+    if outages:
+        figure.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True})
     return _as_json(figure)
 
 

@@ -15,6 +15,7 @@ class Origin(models.TextChoices):
     PROBE = "probe", "probe"
     FTS = "fts", "FTS"
     RUCIO = "rucio", "Rucio"
+    PERFSONAR = "perfsonar", "perfSONAR"
     REPORT = "report", "site report"
 
 

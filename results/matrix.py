@@ -12,6 +12,7 @@ Transfers whose source or destination site is unknown are not in the matrix.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from django.db.models import Sum
 from challenges.models import Challenge
 from sites.models import Site
 
-from .models import RateRollup
+from .models import RateRollup, RollupVersion
+from .rates import results_cache_get, results_cache_set
 from .rollups import minute_floor
 
 SPLITS = ("mode", "concurrency")
@@ -90,20 +92,25 @@ class Matrix:
         return max((cell.average_rate for cell in self.cells), default=0.0)
 
 
-def matrix_for_challenge(
-    *,
-    challenge: Challenge,
-    experiment_id: int | None = None,
-    mode: str | None = None,
-    concurrency: int | None = None,
-    split: Sequence[str] = (),
-) -> Matrix:
-    """The matrix of a challenge (optionally one experiment), for one mode and / or concurrency or all of them,
-    with cells split by `split` (any of "mode", "concurrency"). One query on the rollup, grouped by link, mode and
-    concurrency (a few hundred groups at most), then selected and summed here; plus one for the site names."""
-    unknown = set(split) - set(SPLITS)
-    if unknown:
-        raise ValueError(f"cannot split by {', '.join(sorted(unknown))}: only by {', '.join(SPLITS)}")
+MATRIX_CACHE_PREFIX = "results:matrix:v1:"
+
+
+def _rollup_groups(*, challenge: Challenge, experiment_id: int | None) -> list[dict[str, Any]]:
+    """The rollup of the challenge's window grouped by link, mode and concurrency: cached under the rollup versions
+    of the experiments it reads (all of them, with records of no experiment, when experiment_id is None), so a
+    write to any of them gives another key; computed when any of them was never written through a writer."""
+    versions = RollupVersion.objects.order_by("experiment_id")
+    if experiment_id is not None:
+        versions = versions.filter(experiment_id=experiment_id)
+    current = list(versions.values_list("experiment_id", "version", "changed_at"))
+    key = None
+    if current:
+        parts = (challenge.start.isoformat(), challenge.end.isoformat(), experiment_id, repr(current))
+        key = MATRIX_CACHE_PREFIX + hashlib.sha256(repr(parts).encode()).hexdigest()
+        cached = results_cache_get([key])
+        if key in cached:
+            groups: list[dict[str, Any]] = cached[key]
+            return groups
     rollup = RateRollup.objects.filter(
         minute__gte=minute_floor(challenge.start),
         minute__lt=challenge.end,
@@ -117,6 +124,27 @@ def matrix_for_challenge(
         .annotate(volume=Sum("bytes"), ok=Sum("files_ok"), failed=Sum("files_failed"))
         .order_by()
     )
+    if key is not None:
+        results_cache_set({key: groups})  # as long as the rates (RATES_CACHE_SECONDS)
+    return groups
+
+
+def matrix_for_challenge(
+    *,
+    challenge: Challenge,
+    experiment_id: int | None = None,
+    mode: str | None = None,
+    concurrency: int | None = None,
+    split: Sequence[str] = (),
+) -> Matrix:
+    """The matrix of a challenge (optionally one experiment), for one mode and / or concurrency or all of them,
+    with cells split by `split` (any of "mode", "concurrency"). One query for the rollup versions, one on the rollup
+    grouped by link, mode and concurrency (a few hundred groups at most; skipped when cached for these versions),
+    then selected and summed here; plus one for the site names."""
+    unknown = set(split) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"cannot split by {', '.join(sorted(unknown))}: only by {', '.join(SPLITS)}")
+    groups = _rollup_groups(challenge=challenge, experiment_id=experiment_id)
     names = dict(
         Site.objects.filter(
             pk__in={g["source_site_id"] for g in groups} | {g["destination_site_id"] for g in groups}

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from challenges.models import Challenge
 from challenges.views import PLOTLY_VERSION, coordinator_required, read_access
+from reports.selectors import report_markers
 from sites.models import Experiment
 
 from . import failures, matrix
@@ -126,10 +127,15 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
         )
         for source, row in result.grid()
     ]
+    markers = report_markers(challenge=challenge, user=request.user)
     context = {
         "challenge": challenge,
         "matrix": result,
         "grid": grid,
+        # {site name: marker}; the template shows them beside the row and column headers.
+        "rows": [(source, markers.get(source), row) for source, row in grid],
+        "columns": [(site, markers.get(site)) for site in result.sites],
+        "reports_url": reverse("reports:list", args=[slug]),
         "experiments": Experiment.objects.order_by("name"),
         "experiment": experiment,
         "heatmap": matrix.matrix_heatmap_figure(matrix=result),

@@ -32,18 +32,37 @@ class TransferRecord(models.Model):
     error_category = models.CharField(max_length=24, choices=ErrorCategory.choices, blank=True)
     mode = models.CharField(max_length=16, blank=True, help_text="pull, push, streamed, native ...")
     concurrency = models.PositiveIntegerField(null=True, blank=True)
-    origin = models.CharField(max_length=8, choices=Origin.choices)
+    origin = models.CharField(max_length=16, choices=Origin.choices)
     origin_id = models.CharField(max_length=128, help_text="FTS tr_id, Rucio request-id, probe file id ...")
+    transfer_key = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="the file transfer whoever reports it (e.g. Rucio request id and FTS job id), so that the same "
+        "file reported by FTS and by Rucio counts once; blank when unknown",
+    )
+    source_host = models.CharField(max_length=255, blank=True, help_text="host of source_url, to match sites")
+    destination_host = models.CharField(max_length=255, blank=True, help_text="host of destination_url")
+    run = models.ForeignKey("challenges.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records")
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try of this file in its run")
 
     class Meta:
         ordering = ["start", "id"]
         constraints = [
             models.UniqueConstraint(fields=["origin", "origin_id"], name="record_unique_origin_id"),
             models.CheckConstraint(condition=Q(end__gte=F("start")), name="record_end_not_before_start"),
+            models.UniqueConstraint(
+                fields=["transfer_key"], condition=~Q(transfer_key=""), name="record_unique_transfer_key"
+            ),
         ]
         indexes = [
             models.Index(fields=["experiment", "start"]),
             models.Index(fields=["source_site", "destination_site", "end"]),
+            models.Index(fields=["run", "state"], condition=Q(run__isnull=False), name="record_run_state"),
+            # Records whose hosts matched no site, found again when a coordinator registers the endpoint.
+            models.Index(fields=["source_host"], condition=Q(source_site__isnull=True), name="record_unmatched_src"),
+            models.Index(
+                fields=["destination_host"], condition=Q(destination_site__isnull=True), name="record_unmatched_dst"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -150,3 +169,15 @@ class FailureRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.position}: /{self.pattern}/ -> {self.category}"
+
+
+class RollupVersion(models.Model):
+    """A counter per experiment, raised in the transaction of every change to the rollups of its records (0 for
+    records of no experiment), so that figures computed from the rollups can be cached until it moves."""
+
+    experiment_id = models.BigIntegerField(unique=True)
+    version = models.BigIntegerField(default=0)
+    changed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"experiment {self.experiment_id}: v{self.version}"

@@ -17,17 +17,26 @@ Rates are bytes per second.
 
 from __future__ import annotations
 
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
+from itertools import accumulate, islice
+from operator import sub
 from typing import Any
 
+import psycopg
+from django.core.cache import cache
 from django.db import connection
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Q, QuerySet
+from redis.exceptions import RedisError
 
 from challenges.models import Challenge, Target
 
 from .choices import RecordState
-from .models import RateRollup, TransferRecord
+from .models import RollupVersion, TransferRecord
 from .rollups import MINUTE, minute_floor
 
 MET, PARTLY, MISSED = "met", "partly", "missed"
@@ -130,100 +139,192 @@ def _edge(
     return moved, ok, failed
 
 
-# One query per target. The sums come from the target's flow rows; the best windows from a dense minute series
-# (one row per minute, empty minutes as 0) with a running total, where the bytes of the window starting at minute
-# i are through[i + width - 1] - through[i] + bytes[i]. Every step is a single pass; windows that would run past
-# the full minutes get no lead() value and drop out.
-FLOW_RATES = """
-WITH flow AS (
-    SELECT minute, bytes, files_ok, files_failed
-    FROM results_flowrollup
-    WHERE experiment_id = %(experiment)s AND flow = %(flow)s AND site_id = %(site)s AND peer_id = %(peer)s
-      AND minute >= %(first)s AND minute < %(last)s
-), series AS (
-    SELECT m AS minute, coalesce(flow.bytes, 0) AS bytes,
-           sum(coalesce(flow.bytes, 0)) OVER (ORDER BY m ROWS UNBOUNDED PRECEDING) AS through
-    FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz - interval '1 minute', interval '1 minute') AS m
-    LEFT JOIN flow ON flow.minute = m
-), windows AS (
-    SELECT minute,
-           lead(through, %(max_width)s - 1) OVER (ORDER BY minute) - through + bytes AS max_bytes,
-           lead(through, %(stable_width)s - 1) OVER (ORDER BY minute) - through + bytes AS stable_bytes
-    FROM series
-)
-SELECT
-    (SELECT coalesce(sum(bytes), 0) FROM flow),
-    (SELECT coalesce(sum(files_ok), 0) FROM flow),
-    (SELECT coalesce(sum(files_failed), 0) FROM flow),
-    (SELECT ARRAY[extract(epoch FROM minute)::float8, max_bytes] FROM windows WHERE max_bytes IS NOT NULL
-     ORDER BY max_bytes DESC, minute LIMIT 1),
-    (SELECT ARRAY[extract(epoch FROM minute)::float8, stable_bytes] FROM windows WHERE stable_bytes IS NOT NULL
-     ORDER BY stable_bytes DESC, minute LIMIT 1)
+# One query for all the targets. Per target, its flow's minute rows inside its full minutes as one array of bytes
+# in minute order, with the offset of the first row (in minutes from the first full minute) and the sums; the
+# offset of every row only when minutes are missing between the first and the last row (a one-time filter: a
+# dense flow skips that second scan). The arrays come from subqueries ordered by minute, which the covering index
+# delivers without sorting; PostgreSQL's aggregates keep the order of such a subquery (its documentation: "supplying
+# the input values from a sorted subquery will usually work"; an ORDER BY inside array_agg would sort each flow
+# again and cost more than the scan). The best windows are then found in Python from a running total
+# (itertools.accumulate): the bytes of the window starting at minute i are through[i + width] - through[i]. Rows
+# come back in binary: the arrays hold tens of thousands of floats, and text would cost more than the scan.
+FLOW_MINUTES = """
+SELECT f.bytes, o.offsets, f.lead, f.volume, f.files_ok, f.files_failed
+FROM unnest(%(experiment)s::bigint[], %(flow)s::text[], %(site)s::bigint[], %(peer)s::bigint[],
+            %(first)s::timestamptz[], %(last)s::timestamptz[])
+     WITH ORDINALITY AS t(experiment_id, flow, site_id, peer_id, first, last, position)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS rows, array_agg(s.bytes) AS bytes,
+           ((date_part('epoch', min(s.minute))::bigint - date_part('epoch', t.first)::bigint) / 60)::int AS lead,
+           (date_part('epoch', max(s.minute))::bigint - date_part('epoch', min(s.minute))::bigint) / 60 + 1 AS span,
+           coalesce(sum(s.bytes), 0) AS volume, coalesce(sum(s.files_ok), 0)::bigint AS files_ok,
+           coalesce(sum(s.files_failed), 0)::bigint AS files_failed
+    FROM (
+        SELECT r.minute, r.bytes, r.files_ok, r.files_failed
+        FROM results_flowrollup r
+        WHERE r.experiment_id = t.experiment_id AND r.flow = t.flow AND r.site_id = t.site_id
+          AND r.peer_id = t.peer_id AND r.minute >= t.first AND r.minute < t.last
+        ORDER BY r.minute
+    ) AS s
+) AS f
+LEFT JOIN LATERAL (
+    SELECT array_agg(((date_part('epoch', s.minute)::bigint - date_part('epoch', t.first)::bigint) / 60)::int)
+           AS offsets
+    FROM (
+        SELECT r.minute
+        FROM results_flowrollup r
+        WHERE f.rows < f.span
+          AND r.experiment_id = t.experiment_id AND r.flow = t.flow AND r.site_id = t.site_id
+          AND r.peer_id = t.peer_id AND r.minute >= t.first AND r.minute < t.last
+        ORDER BY r.minute
+    ) AS s
+) AS o ON true
+ORDER BY t.position
 """
 
 
-def _flow(target: Target) -> dict[str, Any]:
-    """The FlowRollup key of a target."""
+FlowKey = tuple[int, str, int, int]
+
+
+def _flow(target: Target) -> FlowKey:
+    """The FlowRollup key of a target: (experiment, flow, site, peer)."""
     if target.is_link:
-        return {
-            "experiment": target.activity.experiment_id,
-            "flow": "link",
-            "site": target.link_from_id,
-            "peer": target.link_to_id,
-        }
-    return {"experiment": target.activity.experiment_id, "flow": target.direction, "site": target.site_id, "peer": 0}
+        return (target.activity.experiment_id, "link", target.link_from_id, target.link_to_id)  # type: ignore[return-value]
+    return (target.activity.experiment_id, target.direction, target.site_id, 0)  # type: ignore[return-value]
+
+
+def _full_minutes(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """[first, last): the minutes that lie wholly inside [start, end)."""
+    first_full = minute_floor(start) if start == minute_floor(start) else minute_floor(start) + MINUTE
+    return first_full, max(minute_floor(end), first_full)
+
+
+@contextmanager
+def _binary_cursor() -> Iterator[Any]:
+    """A cursor whose results come back in PostgreSQL's binary format (arrays of floats load without parsing
+    text), wrapped as Django wraps its own so that it is logged and counted like any query."""
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    raw.format = psycopg.pq.Format.BINARY
+    # django-stubs types the argument as Django's wrapper; at run time it is the driver's cursor, as in Django.
+    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    wrapped = wrap(raw)  # type: ignore[arg-type]
+    with wrapped as cursor:
+        yield cursor
+
+
+def _best_window(through: list[float], width: int) -> tuple[int, float] | None:
+    """(first minute, bytes) of the window of `width` minutes with the most bytes (the earliest of equals), from
+    the running total `through` (through[i] = bytes of the minutes before i); None when no window fits."""
+    if width <= 0 or width >= len(through):
+        return None
+    sums = list(map(sub, islice(through, width, None), through))
+    best = max(sums)
+    return sums.index(best), best
+
+
+def flow_minutes(
+    *, targets: Sequence[Target]
+) -> tuple[list[tuple[datetime, datetime]], list[int], list[tuple[Any, ...]]]:
+    """The rollup behind these targets in one query: per target its full minutes [first, last), their number and
+    its row of FLOW_MINUTES (bytes per minute, their offsets when minutes are missing, volume, files ok/failed)."""
+    spans = [_full_minutes(target.activity.start, target.activity.end) for target in targets]
+    keys = [_flow(target) for target in targets]
+    counts = [int((last - first) / MINUTE) for first, last in spans]
+    params: dict[str, list[Any]] = {
+        "experiment": [key[0] for key in keys],
+        "flow": [key[1] for key in keys],
+        "site": [key[2] for key in keys],
+        "peer": [key[3] for key in keys],
+        "first": [first for first, _ in spans],
+        "last": [last for _, last in spans],
+    }
+    with _binary_cursor() as cursor:
+        cursor.execute(FLOW_MINUTES, params)
+        rows = cursor.fetchall()
+    return spans, counts, rows
+
+
+def targets_rates_compute(
+    *, targets: Sequence[Target], max_window: int, stable_window: int, with_minutes: bool = False
+) -> list[TargetRates]:
+    """Every number of these targets (see the module's definitions), computed from the rollup in one query (and
+    the raw records of the partial minutes of windows that do not start or end on a minute); with_minutes also
+    fills the per-minute series that plots draw."""
+    if not targets:
+        return []
+    spans, counts, rows = flow_minutes(targets=targets)
+    widths = (_window_width(max_window), _window_width(stable_window))
+    return [
+        _from_row(
+            target,
+            first_full,
+            minutes,
+            row,
+            windows=(max_window, stable_window),
+            widths=widths,
+            with_minutes=with_minutes,
+        )
+        for target, (first_full, _), minutes, row in zip(targets, spans, counts, rows, strict=True)
+    ]
+
+
+def _from_row(
+    target: Target,
+    first_full: datetime,
+    minutes: int,
+    row: tuple[Any, ...],
+    *,
+    windows: tuple[int, int],
+    widths: tuple[int, int],
+    with_minutes: bool,
+) -> TargetRates:
+    """One target's numbers from its row of FLOW_MINUTES (plus the partial edge minutes from the raw records)."""
+    values, offsets, lead, volume, files_ok, files_failed = row
+    start, end = target.activity.start, target.activity.end
+    result = TargetRates(target=target, start=start, end=end, files_ok=int(files_ok), files_failed=int(files_failed))
+    if values is None:  # nothing moved
+        series = [0.0] * minutes
+    elif offsets is None:  # every minute from the first row to the last
+        series = [0.0] * lead + values + [0.0] * (minutes - lead - len(values))
+    else:
+        series = [0.0] * minutes
+        for offset, moved in zip(offsets, values, strict=True):
+            series[offset] = moved
+    result.volume = float(volume)
+    edges = []
+    if first_full > start:  # the partial minute at the start
+        edges.append((start, min(first_full, end)))
+    if first_full <= minute_floor(end) < end:  # the partial minute at the end
+        edges.append((minute_floor(end), end))
+    for lower, upper in edges:
+        moved, ok, failed = _edge(target, lower, upper, (start, end))
+        result.volume += moved
+        result.files_ok += ok
+        result.files_failed += failed
+    duration = (end - start).total_seconds()
+    result.average_rate = result.volume / duration if duration > 0 else 0.0
+    through = list(accumulate(series, initial=0.0))
+    max_window, stable_window = windows
+    best = _best_window(through, widths[0])
+    if best is None:  # shorter than the window: the whole activity
+        result.max_rate = result.average_rate
+    else:
+        result.max_window_start, result.max_rate = first_full + best[0] * MINUTE, best[1] / max_window
+    if duration >= stable_window:
+        best = _best_window(through, widths[1])
+        if best is not None:
+            result.stable_window_start, result.stable_rate = first_full + best[0] * MINUTE, best[1] / stable_window
+    if with_minutes:
+        result.minutes = [(first_full + index * MINUTE, moved) for index, moved in enumerate(series)]
+    return result
 
 
 def target_rates(*, target: Target, max_window: int, stable_window: int, with_minutes: bool = False) -> TargetRates:
-    """Every number of one target (see the module's definitions); with_minutes also fills the per-minute series
-    that plots draw."""
-    start, end = target.activity.start, target.activity.end
-    result = TargetRates(target=target, start=start, end=end)
-    first_full = minute_floor(start) if start == minute_floor(start) else minute_floor(start) + MINUTE
-    last_full = max(minute_floor(end), first_full)  # minutes in [first_full, last_full) lie wholly inside
-    widths = {name: _window_width(seconds) for name, seconds in (("max", max_window), ("stable", stable_window))}
-    key = _flow(target) | {"first": first_full, "last": last_full}
-    with connection.cursor() as cursor:
-        cursor.execute(FLOW_RATES, key | {f"{name}_width": max(width, 1) for name, width in widths.items()})
-        sums, ok, failed, max_best, stable_best = cursor.fetchone()
-    volume = float(sums)
-    result.files_ok, result.files_failed = int(ok), int(failed)
-    if first_full > start:  # the partial minute at the start
-        moved, ok, failed = _edge(target, start, min(first_full, end), (start, end))
-        volume, result.files_ok, result.files_failed = (
-            volume + moved,
-            result.files_ok + ok,
-            result.files_failed + failed,
-        )
-    if minute_floor(end) < end and minute_floor(end) >= first_full:  # the partial minute at the end
-        moved, ok, failed = _edge(target, minute_floor(end), end, (start, end))
-        volume, result.files_ok, result.files_failed = (
-            volume + moved,
-            result.files_ok + ok,
-            result.files_failed + failed,
-        )
-    duration = (end - start).total_seconds()
-    result.volume = volume
-    result.average_rate = volume / duration if duration > 0 else 0.0
-    result.max_rate, result.max_window_start = _best(max_best if widths["max"] else None, max_window)
-    if result.max_window_start is None:  # shorter than the window: the whole activity
-        result.max_rate = result.average_rate
-    if duration >= stable_window:
-        result.stable_rate, result.stable_window_start = _best(stable_best if widths["stable"] else None, stable_window)
-        if result.stable_window_start is None:
-            result.stable_rate = None
-    if with_minutes:
-        rows = dict(
-            RateRollup.objects.filter(_flow_filter(target), minute__gte=first_full, minute__lt=last_full)
-            .values("minute")
-            .annotate(total=Sum("bytes"))
-            .values_list("minute", "total")
-        )
-        count = int((last_full - first_full) / MINUTE)
-        result.minutes = [
-            (first_full + index * MINUTE, rows.get(first_full + index * MINUTE, 0.0)) for index in range(count)
-        ]
-    return result
+    """Every number of one target, computed (never cached); see targets_rates_compute."""
+    return targets_rates_compute(
+        targets=[target], max_window=max_window, stable_window=stable_window, with_minutes=with_minutes
+    )[0]
 
 
 def _window_width(window: int) -> int:
@@ -231,11 +332,134 @@ def _window_width(window: int) -> int:
     return window // 60 if window > 0 and window % 60 == 0 else 0
 
 
-def _best(best: list[Any] | None, window: int) -> tuple[float, datetime | None]:
-    """The highest mean rate of a window and where it starts; (0, None) when no window fits."""
-    if best is None:
-        return 0.0, None
-    return float(best[1]) / window, datetime.fromtimestamp(float(best[0]), tz=UTC)
+# --- the cache of computed rows -------------------------------------------------------------------------------
+# A target's numbers depend only on its flow, its window, the challenge's two windows and the rollups of its
+# experiment; every writer of the rollups raises the experiment's RollupVersion in its transaction. So a row cached
+# under (flow, window, windows, version and the time of that version) is exactly as fresh as the data: a new
+# record, an edited target or edited windows give another key. The time of the version keeps keys apart across
+# databases that restart their counters (test databases, restores). Experiments without a version row (rollups
+# never written through a writer) are not cached. The target rate and names are not cached: verdicts and rows are
+# made from the target as it is now.
+
+RATES_CACHE_PREFIX = "results:rates:v1:"
+# Keys of older versions are never read again and only wait to expire: while records stream in, every read after a
+# write adds a key per target, so they must not live long. A quiet challenge recomputes once an hour.
+RATES_CACHE_SECONDS = 3600
+
+logger = logging.getLogger(__name__)
+Version = tuple[int, datetime]
+
+
+def rollup_versions(*, experiment_ids: Iterable[int]) -> dict[int, Version]:
+    """The current (version, changed_at) of these experiments' rollups; experiments never written are absent."""
+    return {
+        experiment: (version, changed_at)
+        for experiment, version, changed_at in RollupVersion.objects.filter(
+            experiment_id__in=set(experiment_ids)
+        ).values_list("experiment_id", "version", "changed_at")
+    }
+
+
+def rates_cache_key(*, target: Target, max_window: int, stable_window: int, version: Version) -> str:
+    """The cache key of a target's computed numbers: everything they depend on."""
+    experiment, flow, site, peer = _flow(target)
+    activity = target.activity
+    parts = (
+        experiment,
+        flow,
+        site,
+        peer,
+        activity.start.isoformat(),
+        activity.end.isoformat(),
+        max_window,
+        stable_window,
+        version[0],
+        version[1].isoformat(),
+    )
+    return RATES_CACHE_PREFIX + hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+_CACHED_FIELDS = (
+    "volume",
+    "average_rate",
+    "max_rate",
+    "max_window_start",
+    "stable_rate",
+    "stable_window_start",
+    "files_ok",
+    "files_failed",
+)
+
+
+def results_cache_get(keys: list[str]) -> dict[str, Any]:
+    """Cached values of these keys (none when the cache is down: it only saves work)."""
+    if not keys:
+        return {}
+    try:
+        found: dict[str, Any] = cache.get_many(keys)
+    except RedisError as exc:  # the cache is an accelerator: without it, rates are computed
+        logger.warning("results cache unavailable (%s): computing", exc)
+        return {}
+    return found
+
+
+def results_cache_set(values: dict[str, Any]) -> None:
+    """Cache these values (nothing when the cache is down)."""
+    if not values:
+        return
+    try:
+        cache.set_many(values, timeout=RATES_CACHE_SECONDS)
+    except RedisError as exc:
+        logger.warning("results cache unavailable (%s): not stored", exc)
+
+
+def rates_for_targets(*, targets: Iterable[Target], max_window: int, stable_window: int) -> list[TargetRates]:
+    """Target versus achieved for these targets, from the cache where the rollups have not changed since the row
+    was computed, computed (in one query for all the others) and cached otherwise. One query for the versions,
+    one for the rollup when anything is missing."""
+    targets = list(targets)
+    if not targets:
+        return []
+    versions = rollup_versions(experiment_ids=(target.activity.experiment_id for target in targets))
+    keys: list[str | None] = [
+        rates_cache_key(
+            target=target,
+            max_window=max_window,
+            stable_window=stable_window,
+            version=versions[target.activity.experiment_id],
+        )
+        if target.activity.experiment_id in versions
+        else None
+        for target in targets
+    ]
+    cached = results_cache_get([key for key in keys if key is not None])
+    missing = [index for index, key in enumerate(keys) if key not in cached]
+    computed = dict(
+        zip(
+            missing,
+            targets_rates_compute(
+                targets=[targets[index] for index in missing], max_window=max_window, stable_window=stable_window
+            ),
+            strict=True,
+        )
+    )
+    results_cache_set(
+        {
+            key: tuple(getattr(computed[index], name) for name in _CACHED_FIELDS)
+            for index, key in enumerate(keys)
+            if key is not None and index in computed
+        }
+    )
+    results = []
+    for index, (target, key) in enumerate(zip(targets, keys, strict=True)):
+        if index in computed:
+            results.append(computed[index])
+            continue
+        result = TargetRates(target=target, start=target.activity.start, end=target.activity.end)
+        for name, value in zip(_CACHED_FIELDS, cached[key], strict=True):  # type: ignore[index]
+            setattr(result, name, value)
+        results.append(result)
+    return results
 
 
 def challenge_targets(
@@ -260,7 +484,8 @@ def rates_for_challenge(
     *, challenge: Challenge, experiment: str | None = None, activity: str | None = None, site: str | None = None
 ) -> list[TargetRates]:
     """Target versus achieved for every (filtered) target of the challenge."""
-    return [
-        target_rates(target=target, max_window=challenge.max_window, stable_window=challenge.stable_window)
-        for target in challenge_targets(challenge=challenge, experiment=experiment, activity=activity, site=site)
-    ]
+    return rates_for_targets(
+        targets=challenge_targets(challenge=challenge, experiment=experiment, activity=activity, site=site),
+        max_window=challenge.max_window,
+        stable_window=challenge.stable_window,
+    )

@@ -4,7 +4,7 @@ minute they ended. Incremental (in the transaction that stores records) and a fu
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -105,9 +105,27 @@ def _sort_key(key: tuple[object, ...]) -> tuple[str, ...]:
     return tuple("" if value is None else str(value) for value in key)
 
 
+VERSION_BUMP = """
+INSERT INTO results_rollupversion (experiment_id, version, changed_at)
+SELECT e, 1, now() FROM unnest(%s::bigint[]) AS e ORDER BY e
+ON CONFLICT (experiment_id) DO UPDATE SET
+    version = results_rollupversion.version + 1, changed_at = EXCLUDED.changed_at
+"""
+
+
+def rollup_versions_bump(experiment_ids: Iterable[int | None]) -> None:
+    """Raise the rollup version of these experiments (None: records of no experiment) in the current transaction:
+    every writer of the rollups calls it, so that anything cached from them knows it is stale."""
+    ids = sorted({0 if experiment is None else int(experiment) for experiment in experiment_ids})
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute(VERSION_BUMP, [ids])
+
+
 def rollup_add(*, records: Iterable[TransferRecord]) -> int:
     """Add new records to both rollups (call inside the transaction that stored them). Returns rows touched."""
     deltas = rollup_deltas(records)
+    rollup_versions_bump(key[1] for key in deltas)
     rows: list[tuple[Any, ...]] = [
         (*key, *value) for key, value in sorted(deltas.items(), key=lambda item: _sort_key(item[0]))
     ]
@@ -120,6 +138,119 @@ def rollup_add(*, records: Iterable[TransferRecord]) -> int:
         if flows:
             cursor.executemany(FLOW_UPSERT, flows)
     return len(rows)
+
+
+# --- the rollups kept in SQL: deltas of a set of records computed and upserted by PostgreSQL ------------------
+
+# The records' contributions, as REBUILD computes them, times a sign (+1: add them, -1: take them out), into a
+# temporary table that both rollups are then updated from. {records} is a SELECT of the records' columns.
+DELTAS_CREATE = """
+CREATE TEMP TABLE rollup_delta ON COMMIT DROP AS
+SELECT minute, experiment_id, source_site_id, destination_site_id, mode, concurrency,
+       %(sign)s * sum(bytes) AS bytes, %(sign)s * sum(files_ok) AS files_ok,
+       %(sign)s * sum(files_failed) AS files_failed
+FROM (
+    SELECT m AS minute, r.experiment_id, r.source_site_id, r.destination_site_id, r.mode, r.concurrency,
+           CASE WHEN r."end" <= r.start THEN r.bytes::float8
+                ELSE r.bytes * extract(epoch FROM least(r."end", m + interval '1 minute') - greatest(r.start, m))
+                     / extract(epoch FROM r."end" - r.start) END AS bytes,
+           0 AS files_ok, 0 AS files_failed
+    FROM ({records}) AS r,
+         generate_series(date_trunc('minute', r.start),
+                         CASE WHEN r."end" <= r.start THEN date_trunc('minute', r.start)
+                              ELSE r."end" - interval '1 microsecond' END,
+                         interval '1 minute') AS m
+    WHERE r.state = 'ok'
+    UNION ALL
+    SELECT date_trunc('minute', r."end"), r.experiment_id, r.source_site_id, r.destination_site_id, r.mode,
+           r.concurrency, 0, (r.state = 'ok')::int, (r.state = 'failed')::int
+    FROM ({records}) AS r
+    WHERE r.state IN ('ok', 'failed')
+) AS parts
+GROUP BY minute, experiment_id, source_site_id, destination_site_id, mode, concurrency
+"""
+
+# Adding: upserts in one order of the keys, so that concurrent writers take row locks in the same order.
+DELTAS_ADD = """
+INSERT INTO results_raterollup
+    (minute, experiment_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok, files_failed)
+SELECT * FROM rollup_delta
+ORDER BY minute, experiment_id, source_site_id, destination_site_id, mode, concurrency
+ON CONFLICT ON CONSTRAINT rollup_unique_key DO UPDATE SET
+    bytes = results_raterollup.bytes + EXCLUDED.bytes,
+    files_ok = results_raterollup.files_ok + EXCLUDED.files_ok,
+    files_failed = results_raterollup.files_failed + EXCLUDED.files_failed
+"""
+
+FLOW_DELTAS = """
+SELECT experiment_id, flow, site_id, peer_id, minute, sum(bytes) AS bytes, sum(files_ok) AS files_ok,
+       sum(files_failed) AS files_failed
+FROM (
+    SELECT experiment_id, 'in' AS flow, destination_site_id AS site_id, 0 AS peer_id, minute, bytes, files_ok,
+           files_failed
+    FROM rollup_delta WHERE destination_site_id IS NOT NULL
+    UNION ALL
+    SELECT experiment_id, 'out', source_site_id, 0, minute, bytes, files_ok, files_failed
+    FROM rollup_delta WHERE source_site_id IS NOT NULL
+    UNION ALL
+    SELECT experiment_id, 'link', source_site_id, destination_site_id, minute, bytes, files_ok, files_failed
+    FROM rollup_delta WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL
+) AS flows
+WHERE experiment_id IS NOT NULL
+GROUP BY experiment_id, flow, site_id, peer_id, minute
+"""
+
+FLOW_DELTAS_ADD = f"""
+INSERT INTO results_flowrollup (experiment_id, flow, site_id, peer_id, minute, bytes, files_ok, files_failed)
+SELECT * FROM ({FLOW_DELTAS}) AS deltas
+ORDER BY experiment_id, flow, site_id, peer_id, minute
+ON CONFLICT (experiment_id, flow, site_id, peer_id, minute) DO UPDATE SET
+    bytes = results_flowrollup.bytes + EXCLUDED.bytes,
+    files_ok = results_flowrollup.files_ok + EXCLUDED.files_ok,
+    files_failed = results_flowrollup.files_failed + EXCLUDED.files_failed
+"""
+
+# Taking out: the rows exist (the records were added before), and an upsert would check its proposed row of
+# negative counts against the counts' CHECK (>= 0) before it found the conflict, so these are UPDATEs.
+DELTAS_SUBTRACT = """
+UPDATE results_raterollup AS r
+SET bytes = r.bytes + d.bytes, files_ok = r.files_ok + d.files_ok, files_failed = r.files_failed + d.files_failed
+FROM rollup_delta AS d
+WHERE r.minute = d.minute AND r.experiment_id IS NOT DISTINCT FROM d.experiment_id
+  AND r.source_site_id IS NOT DISTINCT FROM d.source_site_id
+  AND r.destination_site_id IS NOT DISTINCT FROM d.destination_site_id
+  AND r.mode = d.mode AND r.concurrency IS NOT DISTINCT FROM d.concurrency
+"""
+
+FLOW_DELTAS_SUBTRACT = f"""
+UPDATE results_flowrollup AS r
+SET bytes = r.bytes + d.bytes, files_ok = r.files_ok + d.files_ok, files_failed = r.files_failed + d.files_failed
+FROM ({FLOW_DELTAS}) AS d
+WHERE (r.experiment_id, r.flow, r.site_id, r.peer_id, r.minute) = (d.experiment_id, d.flow, d.site_id, d.peer_id,
+                                                                   d.minute)
+"""
+
+ROLLUP_COLUMNS = 'experiment_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes'
+
+
+def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -> int:
+    """Add (sign=1) or take out (sign=-1) the contributions of the records selected by `records` (a SELECT giving
+    at least ROLLUP_COLUMNS) to both rollups, computed in SQL like the rebuild; raises the rollup versions of
+    their experiments. Call inside the transaction that changed the records. Returns the per-minute rows touched."""
+    if sign not in (1, -1):
+        raise ValueError("sign is 1 or -1")
+    query = DELTAS_CREATE.format(records=records)
+    # The records' SELECT appears twice; psycopg takes positional parameters in order.
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.rollup_delta")
+        cursor.execute(query.replace("%(sign)s", str(sign)), [*params, *params])
+        cursor.execute(DELTAS_ADD if sign > 0 else DELTAS_SUBTRACT)
+        rows = int(cursor.rowcount)
+        cursor.execute(FLOW_DELTAS_ADD if sign > 0 else FLOW_DELTAS_SUBTRACT)
+        # Last: every writer of an experiment waits for this row until the writer before it commits.
+        cursor.execute("SELECT DISTINCT experiment_id FROM rollup_delta")
+        rollup_versions_bump(row[0] for row in cursor.fetchall())
+    return rows
 
 
 REBUILD = """
@@ -181,4 +312,9 @@ def rollups_rebuild() -> int:
         rows = int(cursor.rowcount)
         cursor.execute("DELETE FROM results_flowrollup")
         cursor.execute(FLOW_REBUILD)
-        return rows
+        cursor.execute("SELECT DISTINCT experiment_id FROM results_transferrecord")
+        experiments = [row[0] for row in cursor.fetchall()]
+        cursor.execute("SELECT experiment_id FROM results_rollupversion")
+        experiments += [None if row[0] == 0 else row[0] for row in cursor.fetchall()]
+    rollup_versions_bump(experiments)
+    return rows

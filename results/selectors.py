@@ -15,7 +15,8 @@ from django.db.models import QuerySet
 
 from challenges.models import Challenge, Target
 
-from .rates import TargetRates, challenge_targets, target_rates
+from .rates import TargetRates, challenge_targets, targets_rates_compute
+from .rates import rates_for_targets as cached_rates_for_targets
 
 BIN_CHOICES = (1, 5, 10, 60)  # minutes
 
@@ -39,17 +40,19 @@ def targets_for_challenge(
 def rates_for_targets(
     *, challenge: Challenge, targets: Iterable[Target], with_minutes: bool = False
 ) -> list[TargetRates]:
-    """Target versus achieved for the given targets of the challenge, with the challenge's windows (and the
-    per-minute series plots need, when asked)."""
-    return [
-        target_rates(
-            target=target,
+    """Target versus achieved for the given targets of the challenge, with the challenge's windows: from the cache
+    of computed rows while the rollups have not changed (see results/rates.py), or with the per-minute series
+    plots need, when asked (always computed)."""
+    if with_minutes:
+        return targets_rates_compute(
+            targets=list(targets),
             max_window=challenge.max_window,
             stable_window=challenge.stable_window,
-            with_minutes=with_minutes,
+            with_minutes=True,
         )
-        for target in targets
-    ]
+    return cached_rates_for_targets(
+        targets=targets, max_window=challenge.max_window, stable_window=challenge.stable_window
+    )
 
 
 def challenge_rates(
@@ -60,8 +63,9 @@ def challenge_rates(
     site: str | None = None,
     experiment_ids: Collection[int] | None = None,
 ) -> list[TargetRates]:
-    """Target versus achieved for every (filtered, visible) target of the challenge: one query for the targets
-    and one per target on the rollup (two more at most for a window that does not start and end on a minute)."""
+    """Target versus achieved for every (filtered, visible) target of the challenge: one query for the targets,
+    one for the rollup versions and, for the rows not cached, one on the rollup (plus the raw records of the
+    partial minutes of windows that do not start and end on a minute)."""
     targets = targets_for_challenge(
         challenge=challenge, experiment=experiment, activity=activity, site=site, experiment_ids=experiment_ids
     )

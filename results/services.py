@@ -1,18 +1,74 @@
-"""Writes of results: storing transfer records once, with the rollup updated in the same transaction."""
+"""Writes of results: storing transfer records once, with the rollups updated in the same transaction.
+
+The write path is built for DDM ingestion (tens of thousands of records a second): the batch is COPied into a
+temporary table, inserted with ON CONFLICT DO NOTHING (the unique origin id and transfer key decide what is new,
+within the batch too), and the rollups get the deltas of exactly the inserted rows, computed and upserted in SQL.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from operator import attrgetter
+from urllib.parse import urlsplit
 
-from django.db import connection, transaction
-from django.db.models import Q
+import psycopg.errors
+from django.db import OperationalError, connection, transaction
 
 from .failures import failure_categorize_records
 from .models import TransferRecord
-from .rollups import rollup_add
+from .rollups import ROLLUP_COLUMNS, rollup_add_sql
 
-RECORDS_LOCK = 0x7265  # serialises writers of records so that a retried batch cannot be counted twice
+
+@lru_cache(maxsize=4096)
+def _authority_host(authority: str) -> str:
+    try:
+        return (urlsplit(authority).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def url_host(url: str) -> str:
+    """The host name of a storage URL, lower case ("" when it has none)."""
+    # URLs of one storage share their scheme://host:port prefix: parse that once.
+    start = url.find("//")
+    if start < 0:
+        return _authority_host(url)
+    end = url.find("/", start + 2)
+    return _authority_host(url if end < 0 else url[:end])
+
+
+# Writers of records take it shared; whoever re-matches stored records (ingest.services.records_attach) takes it
+# exclusive, so that no batch is stored while records move between sites.
+RECORDS_LOCK = 0x7265
+
+# Every stored column but the id, in the model's order.
+RECORD_COLUMNS: tuple[str, ...] = tuple(
+    field.column for field in TransferRecord._meta.concrete_fields if not field.primary_key
+)
+_record_values = attrgetter(*(field.attname for field in TransferRecord._meta.concrete_fields if not field.primary_key))
+_COLUMN_LIST = ", ".join(f'"{column}"' for column in RECORD_COLUMNS)
+_BATCH_CREATE = f"""
+CREATE TEMP TABLE record_batch ON COMMIT DROP AS
+SELECT 0::int AS ord, {_COLUMN_LIST} FROM results_transferrecord WITH NO DATA
+"""
+# ON CONFLICT DO NOTHING covers both unique indexes (origin id, transfer key) and rows repeated in the batch (the
+# first one wins). Concurrent writers need no lock for that: a writer that meets a key another one has inserted
+# waits for it to commit, then skips the row; each adds to the rollups only the rows it inserted itself. Rows go in
+# one order (by their origin id, then the batch order) so that two writers meet their common keys in the same
+# order; a deadlock left (crossing transfer keys) is retried.
+_BATCH_INSERT = f"""
+CREATE TEMP TABLE record_new ON COMMIT DROP AS
+WITH inserted AS (
+    INSERT INTO results_transferrecord ({_COLUMN_LIST})
+    SELECT {_COLUMN_LIST} FROM record_batch ORDER BY origin, origin_id, ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, {ROLLUP_COLUMNS}
+)
+SELECT * FROM inserted
+"""
+DEADLOCK_RETRIES = 3
 
 
 @dataclass
@@ -21,23 +77,48 @@ class StoreSummary:
     duplicates: int = 0
 
 
-@transaction.atomic
 def records_store(*, records: Sequence[TransferRecord]) -> StoreSummary:
-    """Store new records and add them to the rollup, all in one transaction. A record whose (origin, origin_id)
-    is already stored, or repeats within the batch, is a duplicate and counts nothing."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RECORDS_LOCK])
-    unique: dict[tuple[str, str], TransferRecord] = {}
+    """Store new records and add them to the rollups, all in one transaction. A record whose (origin, origin_id)
+    or non-blank transfer_key is already stored, or repeats within the batch, is a duplicate and counts nothing.
+    Source and destination hosts are taken from the URLs when not given; failed records get their failure
+    category. The records are not given their ids (the batch goes in by COPY)."""
+    if not records:
+        return StoreSummary()
     for record in records:
-        unique.setdefault((record.origin, record.origin_id), record)
-    existing: set[tuple[str, str]] = set()
-    if unique:
-        condition = Q()
-        for origin in {origin for origin, _ in unique}:
-            condition |= Q(origin=origin, origin_id__in=[oid for o, oid in unique if o == origin])
-        existing = set(TransferRecord.objects.filter(condition).values_list("origin", "origin_id"))
-    new = [record for key, record in unique.items() if key not in existing]
-    failure_categorize_records(new)
-    TransferRecord.objects.bulk_create(new, batch_size=5000)
-    rollup_add(records=new)
-    return StoreSummary(stored=len(new), duplicates=len(records) - len(new))
+        if record.source_url and not record.source_host:
+            record.source_host = url_host(record.source_url)
+        if record.destination_url and not record.destination_host:
+            record.destination_host = url_host(record.destination_url)
+    failure_categorize_records(records)
+    rows = [(index, *_record_values(record)) for index, record in enumerate(records)]
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            stored = _rows_store(rows)
+            break
+        except OperationalError as exc:
+            # Only a whole transaction of ours can be tried again; inside a caller's, the caller decides.
+            deadlock = isinstance(exc.__cause__, psycopg.errors.DeadlockDetected)
+            if not deadlock or attempt == DEADLOCK_RETRIES or connection.in_atomic_block:
+                raise
+    return StoreSummary(stored=stored, duplicates=len(records) - stored)
+
+
+@transaction.atomic
+def _rows_store(rows: Sequence[tuple[object, ...]]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [RECORDS_LOCK])
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.record_batch, pg_temp.record_new")
+        cursor.execute(_BATCH_CREATE)
+        with cursor.cursor.copy(f"COPY record_batch (ord, {_COLUMN_LIST}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        # The foreign keys are checked as the rows go in, not at commit: the commit then holds the rollup rows
+        # (which concurrent writers may wait for) for no longer than it takes. Django's are all deferrable and
+        # initially deferred, which is what ALL DEFERRED restores.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(_BATCH_INSERT)
+        stored = int(cursor.rowcount)
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+    if stored:
+        rollup_add_sql(records=f"SELECT {ROLLUP_COLUMNS} FROM record_new")
+    return stored

@@ -20,6 +20,7 @@ from django.urls import NoReverseMatch, reverse
 from challenges.api.views import visible_experiment_ids
 from challenges.models import Challenge, Target
 from challenges.views import PLOTLY_VERSION, read_access
+from reports.selectors import ReportMarker, outages_overlapping, report_markers
 
 from . import charts, selectors
 from .rates import TargetRates
@@ -159,6 +160,8 @@ class RateRow:
     stable: RateCell
     volume: str  # TB
     url: str
+    # The site reports of the row's site (or of both ends of its link) that the reader may see.
+    reports: tuple[ReportMarker, ...] = ()
 
     @property
     def target(self) -> Target:
@@ -170,7 +173,12 @@ class RateRow:
         return "—" if ratio is None else f"{ratio:.1%}"
 
 
-def _rate_row(rates: TargetRates, slug: str) -> RateRow:
+def _row_reports(target: Target, markers: dict[str, ReportMarker]) -> tuple[ReportMarker, ...]:
+    sites = [target.link_from, target.link_to] if target.is_link else [target.site]
+    return tuple(markers[site.name] for site in sites if site is not None and site.name in markers)
+
+
+def _rate_row(rates: TargetRates, slug: str, markers: dict[str, ReportMarker] | None = None) -> RateRow:
     target_rate = rates.target.rate
     return RateRow(
         rates=rates,
@@ -179,6 +187,7 @@ def _rate_row(rates: TargetRates, slug: str) -> RateRow:
         stable=_cell(rates.stable_rate, target_rate),
         volume=f"{rates.volume / 1e12:.3g} TB",
         url=reverse("results:target", args=[slug, rates.target.pk]),
+        reports=_row_reports(rates.target, markers) if markers else (),
     )
 
 
@@ -211,6 +220,7 @@ def challenge_list(request: HttpRequest) -> HttpResponse:
             "matrix": _optional_url("results-matrix:matrix", c.slug),
             "failures": _optional_url("results-matrix:failures", c.slug),
             "records": _optional_url("results-matrix:records", c.slug),
+            "reports": _optional_url("reports:list", c.slug),
         }
         for c in challenges
     ]
@@ -233,15 +243,18 @@ def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
             rows=[_flat(row) for row in api_rows],
             json_rows=api_rows,
         )
+    markers = report_markers(challenge=challenge, user=request.user)
     context = {
         "challenge": challenge,
-        "rows": [_rate_row(row, slug) for row in rates],
+        "rows": [_rate_row(row, slug, markers) for row in rates],
         "choices": selectors.rate_filter_choices(challenge=challenge, experiment_ids=visible),
         "filters": filters,
         "query": _query(filters),
         "windows": _windows(challenge),
         "matrix_url": _optional_url("results-matrix:matrix", slug),
         "failures_url": _optional_url("results-matrix:failures", slug),
+        "reports_url": _optional_url("reports:list", slug),
+        "report_count": len(markers),
     }
     return render(request, "results/rates_table.html", context)
 
@@ -278,11 +291,23 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         ]
         return _export(request, name=f"{slug}-target-{pk}-{bin_minutes}min", columns=SERIES_COLUMNS, rows=rows)
     stats = selectors.throughput_stats(samples=series.rates)
+    site_ids = [target.link_from_id, target.link_to_id] if target.is_link else [target.site_id]
+    outages = [
+        charts.OutageWindow(site=outage.report.site.name, start=outage.start, end=outage.end, reason=outage.reason)
+        for outage in outages_overlapping(
+            challenge=challenge,
+            user=request.user,
+            site_ids=[pk for pk in site_ids if pk is not None],
+            start=rates.start,
+            end=rates.end,
+        )
+    ]
     context = {
         "challenge": challenge,
         "target": target,
-        "row": _rate_row(rates, slug),
+        "row": _rate_row(rates, slug, report_markers(challenge=challenge, user=request.user)),
         "series": series,
+        "outages": outages,
         "stats": stats,
         "bin_choices": selectors.BIN_CHOICES,
         "windows": _windows(challenge),
@@ -290,7 +315,11 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         and rates.stable_window_start + timedelta(seconds=challenge.stable_window),
         "max_end": rates.max_window_start and rates.max_window_start + timedelta(seconds=challenge.max_window),
         "rate_figure": charts.target_rate_figure(
-            rates=rates, series=series, stable_window=challenge.stable_window, max_window=challenge.max_window
+            rates=rates,
+            series=series,
+            stable_window=challenge.stable_window,
+            max_window=challenge.max_window,
+            outages=outages,
         ),
         "histogram": charts.throughput_histogram(series=series, stats=stats, target_rate=target.rate),
         "plotly_version": PLOTLY_VERSION,

@@ -9,7 +9,9 @@ What runs (every URL uses 127.0.0.1, the name XRootD's third-party copy sees its
 - a tape site: XRootD with a prepare plugin and an emulated tape (files offline until staged), and the WLCG
   Tape REST API in front of the same tape (testbed/tape.py);
 - a plain WebDAV site (nginx): streamed copies only, no checksums;
-- an iperf3 server.
+- an iperf3 server;
+- a slowed origin (XRootD whose reads are throttled by libXrdThrottle) and an XRootD proxy file cache (XCache:
+  libXrdPss + libXrdPfc) in front of it, for the cache probe.
 State (ports, PIDs, configs, data, logs) lives under the testbed directory, by default var/testbed/.
 """
 
@@ -34,6 +36,10 @@ from .certs import Pki, ensure_pki
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
 XROOTD_USER = "xrootd"
+# The throttle (`rint`, ms) hands out its bytes per interval. With its default of 1 s, a read that straddles an
+# interval's edge takes two seconds' worth at once: an 8 MB file read at 8-16 MB/s from a 4 MB/s origin (measured).
+# Every 100 ms, 8 MB reads in 2.0 s and 16 MB in 4.1 s.
+ORIGIN_INTERVAL_MS = 100
 NGINX_USER = "www-data"
 
 # Fixed offsets from the base port, so that URLs stay the same from one start to the next when the ports are free.
@@ -49,6 +55,8 @@ PORT_OFFSETS = {
     "tape.control": 8,
     "webdav.https": 9,
     "iperf3": 10,
+    "origin.root": 11,
+    "xcache.root": 12,
 }
 
 
@@ -68,6 +76,8 @@ DISK_SITES = (
 )
 TAPE_SITE = "TB-TAPE"
 WEBDAV_SITE = "TB-WEBDAV"
+ORIGIN_SITE = "TB-ORIGIN"
+CACHE_SITE = "TB-XCACHE"
 EXPERIMENTS = ("ATLAS", "CMS")
 
 
@@ -84,6 +94,9 @@ class TestbedConfig:
     tape_drive_rate: float = 200e6
     tape_mount_time: float = 2.0
     tape_stage_delay: float = 1.0
+    # Bytes per second the slowed origin serves (XRootD's throttle plugin), so that a cache in front of it pays off.
+    # The throttle hands it out in shares of 100 ms (ORIGIN_INTERVAL_MS): a file of N times the rate takes N seconds.
+    origin_rate: float = 4e6
     bearer_token: str = "testbed"
 
     @classmethod
@@ -223,6 +236,26 @@ class Testbed:
         )
         result.append(
             Endpoint(
+                "origin.root",
+                ORIGIN_SITE,
+                f"root://{host}:{ports['origin.root']}//data",
+                ports["origin.root"],
+                "origin",
+            )
+        )
+        result.append(
+            Endpoint(
+                "xcache.root",
+                CACHE_SITE,
+                f"root://{host}:{ports['xcache.root']}//data",
+                ports["xcache.root"],
+                "xcache",
+                kind="cache",
+                checksums=False,
+            )
+        )
+        result.append(
+            Endpoint(
                 "iperf3",
                 DISK_SITES[0].name,
                 f"iperf3://{host}:{ports['iperf3']}",
@@ -251,7 +284,7 @@ class Testbed:
         return self.dir / "run" / f"{process}.pid"
 
     def _process_names(self) -> list[str]:
-        return [site.key for site in DISK_SITES] + ["tape-rest", "tape", "webdav", "iperf3"]
+        return [site.key for site in DISK_SITES] + ["tape-rest", "tape", "webdav", "iperf3", "origin", "xcache"]
 
     def running(self) -> dict[str, bool]:
         return {name: processes.read_pid(self._pidfile(name)) is not None for name in self._process_names()}
@@ -288,6 +321,8 @@ class Testbed:
             "tape": self._start_tape_xrootd,
             "webdav": self._start_nginx,
             "iperf3": self._start_iperf3,
+            "origin": self._start_origin,
+            "xcache": self._start_xcache,
         }
         try:
             for name, start in starters.items():
@@ -333,7 +368,7 @@ class Testbed:
 
     def _log(self, process: str) -> Path:
         """The log of a process. XRootD writes to <log dir>/<instance name>/<file name> by itself."""
-        if process in {site.key for site in DISK_SITES} | {"tape"}:
+        if process in {site.key for site in DISK_SITES} | {"tape", "origin", "xcache"}:
             return self.dir / "log" / process / "xrootd.log"
         return self.dir / "log" / f"{process}.log"
 
@@ -365,21 +400,25 @@ class Testbed:
             argv += ["-R", XROOTD_USER]  # XRootD refuses to run as root
         return argv
 
-    def _xrootd_common(self, key: str, root_port: int) -> list[str]:
+    def _xrootd_common(self, key: str, root_port: int, *, tpc: bool = True) -> list[str]:
         base = self.site_dir(key)
         for sub in ("admin", "run"):
             (base / sub).mkdir(parents=True, exist_ok=True)
-        return [
+        lines = [
             f"all.adminpath {base / 'admin'}",
             f"all.pidpath {base / 'run'}",
             f"xrd.port {root_port}",
-            "xrootd.chksum adler32",
             # XRootD listens on every interface; accept connections from this machine only.
             "xrd.allow host localhost",
             "xrd.allow host 127.0.0.1",
-            # Native third-party copy: the destination pulls with xrdcp.
-            "ofs.tpc autorm xfr 8 pgm /usr/bin/xrdcp --server",
         ]
+        if tpc:
+            lines += [
+                "xrootd.chksum adler32",
+                # Native third-party copy: the destination pulls with xrdcp.
+                "ofs.tpc autorm xfr 8 pgm /usr/bin/xrdcp --server",
+            ]
+        return lines
 
     def _start_xrootd_site(self, site: DiskSite) -> None:
         ports = self.ports()
@@ -547,6 +586,97 @@ http {{
         argv = ["nginx", "-p", str(base), "-c", str(conf), "-g", "daemon off;"]
         processes.start(argv, pidfile=self._pidfile("webdav"), logfile=self.dir / "log" / "webdav.out")
 
+    # --- the slowed origin and the proxy file cache (XCache) in front of it ----------------------------------
+
+    def _start_origin(self) -> None:
+        """An XRootD server whose data moves at origin_rate: the throttle plugin stacked on the default file system.
+
+        XRootD 5.5.3 needs the stacking form `xrootd.fslib ++ libXrdThrottle.so`; the older form
+        `xrootd.fslib libXrdThrottle.so` with `throttle.fslib libXrdOfs.so` crashes it at start (SIGSEGV).
+        """
+        ports = self.ports()
+        base = self.site_dir("origin")
+        (base / "data" / "data").mkdir(parents=True, exist_ok=True)
+        lines = [
+            "all.export /",
+            f"oss.localroot {base / 'data'}",
+            *self._xrootd_common("origin", ports["origin.root"]),
+            "xrootd.fslib ++ libXrdThrottle.so",
+            f"throttle.throttle data {int(self.config.origin_rate)} concurrency 1000 rint {ORIGIN_INTERVAL_MS}",
+        ]
+        config = base / "xrootd.cfg"
+        config.write_text("\n".join(lines) + "\n")
+        if processes.is_root():
+            processes.chown_tree(base, XROOTD_USER)
+        processes.start(
+            self._xrootd_argv("origin", config),
+            pidfile=self._pidfile("origin"),
+            logfile=self.dir / "log" / "origin.out",
+        )
+
+    def origin_put(self, path: str, data: bytes) -> Path:
+        """Put a file on the slowed origin directly on its disk (no throttled upload); path is below /data."""
+        root = self.site_dir("origin") / "data"
+        target = root / "data" / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if processes.is_root():
+            for entry in (target, *target.parents):
+                if entry == root:
+                    break
+                shutil.chown(entry, XROOTD_USER, XROOTD_USER)
+        return target
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where the proxy file cache keeps its copies (data and .cinfo files) of what it has read."""
+        return self.site_dir("xcache") / "cache"
+
+    def _start_xcache(self) -> None:
+        """XCache: a caching proxy (libXrdPss + libXrdPfc) whose origin is the slowed origin; reads of
+        root://cache//data/PATH are served from the cache directory once the origin's copy has come through."""
+        ports = self.ports()
+        base = self.site_dir("xcache")
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "all.export /",
+            *self._xrootd_common("xcache", ports["xcache.root"], tpc=False),  # a proxy: no TPC, no checksums
+            "ofs.osslib libXrdPss.so",
+            "pss.cachelib libXrdPfc.so",
+            f"pss.origin {self.config.host}:{ports['origin.root']}",
+            f"oss.localroot {self.cache_dir}",
+            "pfc.ram 1g",  # XRootD 5.5 refuses less than 1g; it is an upper bound, not an allocation
+            "pfc.blocksize 1M",
+            "pfc.prefetch 0",
+            "pfc.diskusage 0.90 0.95",
+        ]
+        config = base / "xrootd.cfg"
+        config.write_text("\n".join(lines) + "\n")
+        if processes.is_root():
+            processes.chown_tree(base, XROOTD_USER)
+        processes.start(
+            self._xrootd_argv("xcache", config),
+            pidfile=self._pidfile("xcache"),
+            logfile=self.dir / "log" / "xcache.out",
+        )
+
+    def cache_url_of(self, origin_url: str) -> str:
+        """The URL that reads origin_url (a root:// URL of the origin) through the cache."""
+        origin, cache = self.endpoint("origin.root").url, self.endpoint("xcache.root").url
+        if not origin_url.startswith(origin + "/") and origin_url != origin:
+            raise ValueError(f"{origin_url} is not a URL of the testbed's origin {origin}")
+        return cache + origin_url.removeprefix(origin)
+
+    def cache_flush(self) -> None:
+        """Empty the cache: delete every cached file (and its .cinfo), so that the next read goes to the origin."""
+        if not self.cache_dir.exists():
+            return
+        for entry in self.cache_dir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
     # --- iperf3 ----------------------------------------------------------------------------------------
 
     def _start_iperf3(self) -> None:
@@ -599,8 +729,13 @@ http {{
 
     def sites_document(self) -> dict[str, Any]:
         """The testbed's sites in the registry's import format, so the demo's sites match the running servers."""
-        tiers = {site.name: site.tier for site in DISK_SITES} | {TAPE_SITE: 1, WEBDAV_SITE: 2}
-        rses = {TAPE_SITE: "DATATAPE", WEBDAV_SITE: "SCRATCHDISK"}
+        tiers = {site.name: site.tier for site in DISK_SITES} | {
+            TAPE_SITE: 1,
+            WEBDAV_SITE: 2,
+            ORIGIN_SITE: 2,
+            CACHE_SITE: 2,
+        }
+        rses = {TAPE_SITE: "DATATAPE", WEBDAV_SITE: "SCRATCHDISK", CACHE_SITE: "CACHE"}
         loopback_rate = 1.25e9  # 10 Gb/s: the nominal network capacity we give every testbed site
         sites: dict[str, dict[str, Any]] = {
             name: {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -95,3 +96,15 @@ def test_the_demo_challenge_runs_this_week_on_the_testbed_sites(testbed: Any) ->
     assert challenge.start <= timezone.now() < challenge.end
     assert challenge.activities.filter(start__lte=timezone.now(), end__gt=timezone.now()).exists()
     assert Challenge.objects.count() == 1
+
+
+@pytest.mark.parametrize("weekday", range(7))
+def test_the_demo_plan_fits_its_challenge_on_every_day_of_the_week(weekday: int) -> None:
+    from datetime import datetime, timedelta
+
+    from portal.demo import demo_plan
+
+    monday = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)  # a Monday: the export must not start the day before
+    plan = demo_plan(now=monday + timedelta(days=weekday))
+    for activity in plan["activities"]:
+        assert plan["start"] <= activity["start"] < activity["end"] <= plan["end"], activity["name"]

@@ -61,9 +61,20 @@ def parse_iperf3(data: dict[str, Any] | str) -> dict[str, Any]:
 
 
 def run_iperf3(
-    host: str, port: int, *, seconds: int = 3, streams: int = 1, timeout: float | None = None
+    host: str,
+    port: int,
+    *,
+    seconds: int = 3,
+    streams: int = 1,
+    reverse: bool = False,
+    timeout: float | None = None,
+    connect_timeout: float = 5.0,
 ) -> dict[str, Any]:
-    """Run an iperf3 client against host:port and return the pScheduler-shaped result."""
+    """Run an iperf3 client against host:port and return the pScheduler-shaped result.
+
+    reverse: the server sends and the client receives. A server that cannot be reached gives a failed result
+    (succeeded False, iperf3's error), not an exception.
+    """
     argv = [
         "iperf3",
         "--client",
@@ -74,8 +85,12 @@ def run_iperf3(
         str(seconds),
         "--parallel",
         str(streams),
+        "--connect-timeout",
+        str(int(connect_timeout * 1000)),
         "--json",
     ]
+    if reverse:
+        argv.append("--reverse")
     try:
         completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout or seconds + 30)
     except subprocess.TimeoutExpired as exc:

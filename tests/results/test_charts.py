@@ -128,3 +128,36 @@ def test_the_histogram_counts_the_bins_and_marks_the_mean_and_the_target() -> No
     assert shape(figure, "target")["x0"] == 2.0
     assert shape(figure, "mean")["x0"] == pytest.approx(stats.mean / GB)  # type: ignore[operator]
     assert stats.mean == pytest.approx((540 * 1 + 60 * 5) / 600 * GB)
+
+
+def test_the_rate_plot_shades_each_outage_clipped_to_the_activity_with_its_reason_on_hover() -> None:
+    outages = [
+        charts.OutageWindow(site="CNAF", start=at(-30), end=at(20), reason="pools rebooted"),  # starts before
+        charts.OutageWindow(site="CNAF", start=at(300), end=at(330), reason="router firmware"),
+        charts.OutageWindow(site="CNAF", start=at(700), end=at(760), reason="after the activity"),
+    ]
+    rates = ten_hours()
+    figure = charts.target_rate_figure(
+        rates=rates, series=rate_series(rates=rates, bin_minutes=10), stable_window=18000, max_window=3600,
+        outages=outages,
+    )  # fmt: skip
+    spans = [(s["x0"], s["x1"]) for s in figure["layout"]["shapes"] if s["name"].startswith("outage: ")]
+    assert spans == [(iso(at(0)), iso(at(20))), (iso(at(300)), iso(at(330)))]
+    assert shape(figure, "outage: router firmware")["yref"] == "paper"
+    hover = [t for t in figure["data"] if t.get("legendgroup") == "outages"]
+    assert [t["text"][0] for t in hover] == [
+        "CNAF outage 2022-03-13 23:30 → 2022-03-14 00:20 UTC: pools rebooted",
+        "CNAF outage 2022-03-14 05:00 → 2022-03-14 05:30 UTC: router firmware",
+    ]
+    # The hover points cover the span, so that the unified hover finds the reason anywhere inside it.
+    assert (hover[1]["x"][0], hover[1]["x"][-1]) == (iso(at(300)), iso(at(330)))
+    assert all(t["yaxis"] == "y2" for t in hover) and figure["layout"]["yaxis2"]["range"] == [0, 1]
+
+
+def test_the_rate_plot_has_no_outage_shapes_without_outages() -> None:
+    rates = ten_hours()
+    figure = charts.target_rate_figure(
+        rates=rates, series=rate_series(rates=rates, bin_minutes=10), stable_window=18000, max_window=3600
+    )
+    assert not [s for s in figure["layout"].get("shapes", []) if s.get("name", "").startswith("outage")]
+    assert "yaxis2" not in figure["layout"]

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -140,9 +141,34 @@ def test_the_matrix_selects_one_concurrency_and_one_experiment(two_links: dict[s
     assert cells_by_link(atlas_40)[("CERN", "CNAF", None, 40)].volume == pytest.approx(360 * GB)
 
 
-def test_the_matrix_reads_the_rollup_in_two_queries(two_links: dict[str, Any], django_assert_num_queries: Any) -> None:
-    with django_assert_num_queries(2):  # the rollup grouped by link, mode and concurrency; the site names
+def test_the_matrix_reads_the_rollup_in_three_queries(
+    two_links: dict[str, Any], django_assert_num_queries: Any
+) -> None:
+    cache.clear()
+    with django_assert_num_queries(3):  # the rollup versions; the rollup grouped by link, mode, concurrency; sites
         matrix_for_challenge(challenge=two_links["challenge"], split=["mode"])
+
+
+def test_a_cached_matrix_skips_the_rollup_until_a_record_arrives(
+    two_links: dict[str, Any], django_assert_num_queries: Any
+) -> None:
+    challenge = two_links["challenge"]
+    before = cells_by_link(matrix_for_challenge(challenge=challenge))[("CERN", "CNAF", None, None)]
+    with django_assert_num_queries(2):  # the versions and the site names: the groups come from the cache
+        cached = cells_by_link(matrix_for_challenge(challenge=challenge))[("CERN", "CNAF", None, None)]
+    assert (cached.volume, cached.files_ok, cached.files_failed) == (before.volume, before.files_ok, 1)
+    records_store(records=[record(two_links, start=30, end=40, size=600 * GB, mode="push", concurrency=40)])
+    after = cells_by_link(matrix_for_challenge(challenge=challenge))[("CERN", "CNAF", None, None)]
+    assert after.volume == pytest.approx(before.volume + 600 * GB)
+    assert after.files_ok == before.files_ok + 1
+
+
+def test_the_matrix_of_one_experiment_is_cached_apart_from_the_whole(two_links: dict[str, Any]) -> None:
+    challenge = two_links["challenge"]
+    records_store(records=[record(two_links, destination="kit", size=60 * GB, experiment="cms")])
+    assert len(matrix_for_challenge(challenge=challenge).cells) == 3  # cached for all experiments
+    cms_only = matrix_for_challenge(challenge=challenge, experiment_id=two_links["cms"].id)
+    assert [(cell.source, cell.destination, cell.volume) for cell in cms_only.cells] == [("CERN", "KIT", 60 * GB)]
 
 
 # --- the page -------------------------------------------------------------------------------------------------
@@ -187,7 +213,9 @@ def test_the_matrix_exports_csv_and_json_split_by_mode(viewer: Client, two_links
 def test_the_matrix_page_takes_a_bounded_number_of_queries(
     viewer: Client, two_links: dict[str, Any], django_assert_max_num_queries: Any
 ) -> None:
-    with django_assert_max_num_queries(8):  # session, user, memberships, challenge, rollup, sites, experiments
+    # session, user, challenge, rollup versions, rollup (not cached yet), sites, memberships, site reports,
+    # experiments
+    with django_assert_max_num_queries(9):
         assert viewer.get("/results/tc/matrix/").status_code == 200
 
 
@@ -196,7 +224,7 @@ def test_the_records_page_filters_and_streams_csv(viewer: Client, two_links: dic
     assert page.status_code == 200 and page.context["records"][0].bytes == 50 * GB
     response = viewer.get("/results/tc/records/", {"source": "CERN", "format": "csv"})
     assert response.streaming
-    lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))  # type: ignore[arg-type]
+    lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))  # type: ignore[attr-defined]
     assert lines[0][:4] == ["id", "experiment", "source", "destination"]
     assert len(lines) == 1 + 3  # the record after the challenge is not in it
 

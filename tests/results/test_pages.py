@@ -234,8 +234,8 @@ def test_the_table_takes_a_bounded_number_of_queries(world: dict[str, Any], view
     count = Target.objects.filter(activity__challenge=world["challenge"]).count()
     with CaptureQueriesContext(connection) as queries:
         assert viewer.get("/results/tc/").status_code == 200
-    # session, user, challenge, targets, filter choices, then one rollup query per target
-    assert len(queries) <= count + 6, [q["sql"] for q in queries]
+    # session, user, challenge, targets, filter choices, the site reports' markers, then one rollup query per target
+    assert len(queries) <= count + 7, [q["sql"] for q in queries]
 
 
 def test_the_pages_need_a_login(world: dict[str, Any], client: Client) -> None:
@@ -352,3 +352,65 @@ def test_compare_csv_puts_both_sides_in_one_row(world: dict[str, Any], viewer: C
 
 def test_compare_without_an_earlier_challenge_is_not_found(world: dict[str, Any], viewer: Client) -> None:
     assert viewer.get("/results/dc21/compare/").status_code == 404
+
+
+# --- site reports beside the rows, and their outages on the plot ----------------------------------------------
+
+
+def _report(world: dict[str, Any], site: str, *, status: str = "submitted", outages: int = 0) -> Any:
+    from reports.models import Outage, SiteReport
+
+    report = SiteReport.objects.create(challenge=world["challenge"], site=Site.objects.get(name=site), status=status)
+    for index in range(outages):
+        Outage.objects.create(
+            report=report, start=at(60 + 120 * index), end=at(90 + 120 * index), reason=f"pool reboot {index}"
+        )
+    return report
+
+
+def test_the_table_marks_a_sites_rows_with_its_report_and_outage_count(world: dict[str, Any], viewer: Client) -> None:
+    report = _report(world, "CNAF", outages=2)
+    content = viewer.get("/results/tc/").content.decode()
+    for experiment in ("ATLAS", "CMS"):
+        row = row_with(content, f"{experiment}</td>", "CNAF")
+        assert f'class="report-marker status-submitted" href="/reports/tc/{report.pk}/"' in row
+        assert "report · 2 outages</a>" in row
+    assert "report-marker" not in row_with(content, "CERN → PIC")
+    assert 'href="/reports/tc/">Site reports (1)</a>' in content
+
+
+def test_a_link_row_carries_the_reports_of_both_its_ends(world: dict[str, Any], viewer: Client) -> None:
+    cern, pic = _report(world, "CERN"), _report(world, "PIC", outages=1)
+    row = row_with(viewer.get("/results/tc/").content.decode(), "CERN → PIC")
+    assert f'href="/reports/tc/{cern.pk}/"' in row and f'href="/reports/tc/{pic.pk}/"' in row
+    assert "report · 1 outage</a>" in row
+
+
+def test_another_sites_draft_puts_no_marker_on_the_table(world: dict[str, Any], viewer: Client) -> None:
+    _report(world, "CNAF", status="draft", outages=1)
+    assert "report-marker" not in viewer.get("/results/tc/").content.decode()
+
+
+def test_the_matrix_marks_the_sites_with_a_report(world: dict[str, Any], viewer: Client) -> None:
+    report = _report(world, "CNAF", outages=1)
+    content = viewer.get("/results/tc/matrix/").content.decode()
+    header = re.search(r'<th scope="col">CNAF.*?</th>', content, re.S)
+    assert header and f'href="/reports/tc/{report.pk}/"' in header.group(0)
+    assert "1 outage" in header.group(0)
+    row_header = re.search(r'<th scope="row">CERN.*?</th>', content, re.S)
+    assert row_header and "report-marker" not in row_header.group(0)
+
+
+def test_the_target_plot_shades_the_outages_of_its_site_with_the_reason(world: dict[str, Any], viewer: Client) -> None:
+    _report(world, "CNAF", outages=1)
+    _report(world, "PIC", outages=1)  # another site: not on CNAF's plot
+    target = world["targets"]["atlas-cnaf"]
+    content = viewer.get(f"/results/tc/targets/{target.pk}/").content.decode()
+    figure = json_script(content, "rate-figure")
+    outages = [shape for shape in figure["layout"]["shapes"] if shape.get("name", "").startswith("outage")]
+    assert [(s["name"], s["x0"], s["x1"]) for s in outages] == [
+        ("outage: pool reboot 0", "2022-03-14T01:00:00Z", "2022-03-14T01:30:00Z")
+    ]
+    hover = next(trace for trace in figure["data"] if trace["name"] == "outage")
+    assert hover["text"][0] == "CNAF outage 2022-03-14 01:00 → 2022-03-14 01:30 UTC: pool reboot 0"
+    assert "CNAF outage 2022-03-14 01:00 → 2022-03-14 01:30 UTC: pool reboot 0" in html.unescape(content)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from challenges.models import Activity, Challenge, Target
-from results.models import RateRollup, TransferRecord
+from results.models import RateRollup, RollupVersion, TransferRecord
 from results.rates import rates_for_challenge, target_rates
 from results.rollups import rollups_rebuild, spread
 from results.services import records_store
@@ -178,6 +179,42 @@ def test_a_record_stored_twice_is_counted_once(world: dict[str, Any]) -> None:
     assert rates(world, the_target).average_rate == pytest.approx(1 * GB)
 
 
+def test_the_same_file_reported_by_two_origins_with_one_transfer_key_is_counted_once(world: dict[str, Any]) -> None:
+    the_target = target(world, start=at(0), end=at(60))
+    by_fts = record(world, start=at(0), end=at(60), size=3600 * GB)
+    by_fts.origin, by_fts.transfer_key = "fts", "rucio-request-1/fts-job-1"
+    by_rucio = record(world, start=at(0), end=at(60), size=3600 * GB)
+    by_rucio.origin, by_rucio.transfer_key = "rucio", "rucio-request-1/fts-job-1"
+    assert records_store(records=[by_fts]).stored == 1
+    summary = records_store(records=[by_rucio])
+    assert (summary.stored, summary.duplicates) == (0, 1)
+    within = [record(world, start=at(0), end=at(1), size=1, experiment="cms") for _ in range(2)]
+    for item in within:
+        item.transfer_key = "same-key"
+    assert records_store(records=within).stored == 1
+    assert rates(world, the_target).average_rate == pytest.approx(1 * GB)
+
+
+def test_every_write_of_the_rollups_raises_the_version_of_its_experiments(world: dict[str, Any]) -> None:
+    def versions() -> dict[int, int]:
+        return dict(RollupVersion.objects.values_list("experiment_id", "version"))
+
+    records_store(records=[record(world, start=at(0), end=at(1), size=GB)])
+    assert versions() == {world["atlas"].id: 1}
+    records_store(records=[record(world, start=at(0), end=at(1), size=GB, experiment="cms")])
+    assert versions() == {world["atlas"].id: 1, world["cms"].id: 1}
+    rollups_rebuild()
+    assert versions() == {world["atlas"].id: 2, world["cms"].id: 2}
+
+
+def test_hosts_are_taken_from_the_urls(world: dict[str, Any]) -> None:
+    item = record(world, start=at(0), end=at(1), size=GB)
+    item.source_url, item.destination_url = "davs://EOS.cern.ch:443/x", "root://xrootd.cnaf.infn.it//y"
+    records_store(records=[item])
+    stored = TransferRecord.objects.get()
+    assert (stored.source_host, stored.destination_host) == ("eos.cern.ch", "xrootd.cnaf.infn.it")
+
+
 def test_the_sql_rebuild_gives_the_same_rollup_as_the_incremental_one(world: dict[str, Any]) -> None:
     records_store(
         records=[
@@ -221,3 +258,115 @@ def test_storing_a_failed_record_gives_it_a_failure_category(world: dict[str, An
     failed.error_message = "Connection timed out after 300 seconds"
     records_store(records=[failed])
     assert TransferRecord.objects.get(origin_id=failed.origin_id).error_category == "timeout"
+
+
+# --- computed in one query, and cached while the rollups do not change ----------------------------------------
+
+
+def reference(world: dict[str, Any], the_target: Target, width: int) -> tuple[float, datetime]:
+    """The best window of `width` minutes by brute force over the per-minute rollup (empty minutes as 0)."""
+    activity = the_target.activity
+    minutes = int((activity.end - activity.start) / timedelta(minutes=1))
+    moved = [0.0] * minutes
+    for row in RateRollup.objects.filter(experiment_id=world["atlas"].id, destination_site_id=world["cnaf"].id):
+        index = int((row.minute - activity.start) / timedelta(minutes=1))
+        if 0 <= index < minutes:
+            moved[index] += row.bytes
+    sums = [sum(moved[i : i + width]) for i in range(minutes - width + 1)]
+    best = max(sums)
+    return best / (width * 60), activity.start + timedelta(minutes=sums.index(best))
+
+
+@pytest.mark.parametrize(
+    "moving",
+    [lambda minute: True, lambda minute: minute % 7 not in (2, 3), lambda minute: 100 <= minute < 400],
+    ids=["every-minute", "with-empty-minutes-between", "quiet-first-and-last-minutes"],
+)
+def test_the_best_windows_match_a_brute_force_search(world: dict[str, Any], moving: Any) -> None:
+    the_target = target(world, start=at(0), end=at(480))
+    draw = random.Random(7)
+    minutes = [minute for minute in range(480) if moving(minute)]
+    # Whole GB in whole minutes: every window's sum is exact, so the earliest of equal windows is well defined.
+    records_store(records=[record(world, start=at(m), end=at(m + 1), size=draw.randint(1, 1000) * GB) for m in minutes])
+    result = rates(world, the_target)
+    for (rate, window_start), width in (
+        ((result.max_rate, result.max_window_start), 60),
+        ((result.stable_rate, result.stable_window_start), 300),
+    ):
+        best_rate, best_start = reference(world, the_target, width)
+        assert rate == pytest.approx(best_rate)
+        assert window_start == best_start
+
+
+def challenge_rows(world: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [
+        (r.volume, r.average_rate, r.max_rate, r.stable_rate, r.files_ok, r.files_failed)
+        for r in rates_for_challenge(challenge=world["challenge"])
+    ]
+
+
+def test_a_second_read_takes_the_rows_from_the_cache(world: dict[str, Any], django_assert_num_queries: Any) -> None:
+    for hours in (6, 10):
+        target(world, start=at(0), end=at(60 * hours))
+    records_store(records=[record(world, start=at(minute), end=at(minute + 2), size=GB) for minute in range(0, 600, 3)])
+    with django_assert_num_queries(3):  # the targets, the rollup versions, the rollup of both targets
+        first = challenge_rows(world)
+    with django_assert_num_queries(2):  # the targets, the rollup versions
+        assert challenge_rows(world) == first
+    assert (first[0][0], first[1][0]) == pytest.approx((120 * GB, 200 * GB))  # 6 h and 10 h of 1 GB per 3 min
+
+
+def test_a_stored_record_is_in_the_next_read(world: dict[str, Any]) -> None:
+    target(world, start=at(0), end=at(600))
+    records_store(records=[record(world, start=at(0), end=at(60), size=3600 * GB)])
+    assert challenge_rows(world)[0][:3] == pytest.approx((3600 * GB, 0.1 * GB, 1 * GB))
+    records_store(records=[record(world, start=at(100), end=at(160), size=7200 * GB, state="ok")])
+    volume, average, peak, _, files_ok, _ = challenge_rows(world)[0]
+    assert (volume, average, peak, files_ok) == pytest.approx((10800 * GB, 0.3 * GB, 2 * GB, 2))
+
+
+def test_an_edited_target_is_read_afresh(world: dict[str, Any]) -> None:
+    the_target = target(world, start=at(0), end=at(600))
+    records_store(records=[record(world, start=at(0), end=at(60), size=3600 * GB)])
+    assert challenge_rows(world)[0][0] == pytest.approx(3600 * GB)
+    the_target.direction = "out"  # CERN -> CNAF leaves CERN, not CNAF
+    the_target.save()
+    assert challenge_rows(world)[0][0] == 0
+    activity = the_target.activity
+    the_target.direction, activity.start = "in", at(30)
+    the_target.save()
+    activity.save()
+    assert challenge_rows(world)[0][0] == pytest.approx(1800 * GB)
+
+
+def test_edited_windows_of_the_challenge_are_read_afresh(world: dict[str, Any]) -> None:
+    target(world, start=at(0), end=at(600))
+    records_store(records=[record(world, start=at(0), end=at(60), size=3600 * GB)])  # 1 GB/s for an hour
+    assert challenge_rows(world)[0][2:4] == pytest.approx((1 * GB, 0.2 * GB))
+    challenge = world["challenge"]
+    challenge.max_window, challenge.stable_window = 7200, 36000
+    challenge.save()
+    assert challenge_rows(world)[0][2:4] == pytest.approx((0.5 * GB, 0.1 * GB))
+
+
+def test_a_new_target_rate_changes_the_verdict_of_a_cached_row(world: dict[str, Any]) -> None:
+    the_target = target(world, start=at(0), end=at(600), rate=2 * GB)
+    records_store(records=[record(world, start=at(0), end=at(600), size=36000 * GB)])  # 1 GB/s
+    assert rates_for_challenge(challenge=world["challenge"])[0].verdict == "missed"
+    the_target.rate = 1 * GB
+    the_target.save()
+    assert rates_for_challenge(challenge=world["challenge"])[0].verdict == "met"
+
+
+def test_the_rates_are_computed_when_the_cache_is_down(world: dict[str, Any], settings: Any) -> None:
+    from portal.processes import free_port
+
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port(47000)}/0",  # nothing listens there
+        }
+    }  # Django's setting_changed handler replaces the cache connections
+    target(world, start=at(0), end=at(600))
+    records_store(records=[record(world, start=at(0), end=at(60), size=3600 * GB)])
+    assert challenge_rows(world)[0][0] == pytest.approx(3600 * GB)

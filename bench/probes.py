@@ -1,0 +1,193 @@
+"""bench/probes: 40 parallel copies of 256 MB files run through the portal (a run, real Celery worker) against the
+same copies run by a bare script calling gfal2 in a thread pool, in one run; prints both aggregate throughputs, their
+ratio (goal: the portal keeps at least 90 % of the bare rate) and the dispatch overhead per file.
+
+    eval "$(bin/portal services | grep export)"        # or your own DATABASE_URL and REDIS_URL
+    .venv/bin/python bench/probes.py                    # native XRootD TPC TB-T0 -> TB-T1-A
+    .venv/bin/python bench/probes.py --source t0.https --destination t1b.https --mode pull
+
+Needs the running testbed (`manage.py testbed up`). Works in its own database (<DATABASE_URL's name>_bench_probes,
+created and migrated here) and starts its own worker (threads pool) on the queue `bench-probes`, so a running
+portal's workers do not take its tasks. Aggregate throughput = bytes of all files / (last end - first start) of
+the copies; the portal's figure also includes the dispatch (from run_start to the run's end). The test file is
+made (once) before either side is timed; both sides copy it to fresh destination names with ADLER32 at both ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MB = 1024 * 1024
+QUEUE = "bench-probes"
+
+
+def bench_database_url() -> str:
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        raise SystemExit('set DATABASE_URL first: eval "$(bin/portal services | grep export)"')
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/") + "_bench_probes"
+    import psycopg
+
+    admin = urlunsplit(parts._replace(path="/postgres")).replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def span(intervals: list[tuple[datetime, datetime]]) -> float:
+    return (max(end for _, end in intervals) - min(start for start, _ in intervals)).total_seconds()
+
+
+def bare(source: str, destinations: list[str], mode: str, streams: int) -> tuple[float, list[Any]]:
+    """The same copies with gfal2 alone: a thread pool, one context per copy, the same parameters."""
+    from challenges.probes.transfer import transfer_file
+    from challenges.tasks import gfal2_context
+
+    def copy(destination: str) -> Any:
+        return transfer_file(gfal2_context(), source, destination, mode=mode or None, streams=streams)
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(destinations)) as pool:
+        outcomes = list(pool.map(copy, destinations))
+    return time.monotonic() - started, outcomes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=40)
+    parser.add_argument("--size", type=int, default=256, help="MB (MiB) per file")
+    parser.add_argument("--source", default="t0.root", help="testbed endpoint name")
+    parser.add_argument("--destination", default="t1a.root", help="testbed endpoint name")
+    parser.add_argument("--mode", default="", help="pull, push, streamed, native or blank (gfal2 chooses)")
+    parser.add_argument("--streams", type=int, default=1)
+    args = parser.parse_args()
+
+    os.environ["DATABASE_URL"] = bench_database_url()
+    os.environ["PROBES_TESTBED"] = "true"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db.models import Avg, F
+
+    from challenges import runs
+    from challenges.models import RunFile
+    from challenges.probes.testfiles import test_file
+    from challenges.tasks import gfal2_context
+    from portal import processes
+    from portal.celery import app
+    from sites.roles import membership_grant
+    from sites.services import sites_import
+    from testbed.grid import Testbed, TestbedConfig
+
+    call_command("migrate", verbosity=0)
+    bed = Testbed(TestbedConfig.from_settings())
+    if not bed.is_up():
+        raise SystemExit("the testbed is not running: .venv/bin/python manage.py testbed up")
+    sites_import(document=bed.sites_document())
+    from django.contrib.auth import get_user_model
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-probes")
+    membership_grant(user=user, role="coordinator")
+    size = args.size * MB
+    source = test_file(gfal2_context(), bed.endpoint(args.source).url, size, checksum="ADLER32")
+    destination_base = bed.endpoint(args.destination).url
+    destination_key = args.destination.split(".")[0]
+    stamp = time.strftime("%Y%m%d%H%M%S")
+
+    workdir = ROOT / "var" / "bench-probes"
+    workdir.mkdir(parents=True, exist_ok=True)
+    pidfile = workdir / "worker.pid"
+    env = {**os.environ, "DISPATCH_HEARTBEAT": "5"}
+    argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "threads"]
+    argv += ["--concurrency", str(args.files + 8), "-Q", QUEUE, "-n", f"bench-probes-{stamp}@%h"]
+    argv += ["--without-gossip", "--without-mingle", "-l", "warning"]
+    with app.connection_for_write() as conn, contextlib.suppress(Exception):  # the queue may not exist yet
+        conn.default_channel.queue_purge(QUEUE)
+    processes.start(argv, pidfile=pidfile, logfile=workdir / "worker.log", env=env, cwd=ROOT)
+    runs.served_queues = lambda: {QUEUE}  # type: ignore[assignment]  # this run's worker only
+    runs.DEFAULT_QUEUE = QUEUE
+    patterns = [f"**/bench-probes/bare-{stamp}"]
+    try:
+        time.sleep(3)  # the worker connects
+        print(f"{args.files} files of {args.size} MiB, {args.source} -> {args.destination}, mode {args.mode or 'auto'}")
+
+        destinations = [f"{destination_base}/bench-probes/bare-{stamp}/file-{i:05d}" for i in range(args.files)]
+        bare_wall, outcomes = bare(source, destinations, args.mode, args.streams)
+        failed = [o.error for o in outcomes if not o.ok]
+        bare_bytes = sum(o.bytes for o in outcomes if o.ok)
+        bare_rate = bare_bytes / span([(o.start, o.end) for o in outcomes])
+        print(f"bare gfal2 thread pool: {bare_rate / 1e9:.3f} GB/s ({bare_wall:.1f} s wall, {len(failed)} failed)")
+
+        started = time.monotonic()
+        run = runs.run_start(
+            user=user,
+            kind="transfer",
+            parameters={
+                "source": bed.endpoint(args.source).url,
+                "destinations": [destination_base],
+                "file_size": size,
+                "file_count": args.files,
+                "concurrency": args.files,
+                "copy_mode": args.mode,
+                "streams": args.streams,
+            },
+        )
+        while True:
+            run.refresh_from_db()
+            if run.state in ("finished", "failed", "cancelled"):
+                break
+            time.sleep(0.2)
+        portal_wall = time.monotonic() - started
+        patterns.append(f"**/portal-runs/run-{run.pk}")
+        files = list(RunFile.objects.filter(run=run))
+        done = [f for f in files if f.state == "done"]
+        portal_bytes = sum(f.bytes for f in done)
+        copies_rate = portal_bytes / span([(f.start, f.end) for f in done]) if done else 0.0
+        portal_rate = portal_bytes / portal_wall
+        dispatch = RunFile.objects.filter(run=run).aggregate(latency=Avg(F("start") - F("dispatched_at")))["latency"]
+        print(
+            f"portal (run {run.pk}, {run.state}): {copies_rate / 1e9:.3f} GB/s over the copies, "
+            f"{portal_rate / 1e9:.3f} GB/s from run_start to the run's end ({portal_wall:.1f} s wall, "
+            f"{len(files) - len(done)} not done)"
+        )
+        print(
+            f"ratio portal/bare: {copies_rate / bare_rate:.3f} over the copies, {portal_rate / bare_rate:.3f} "
+            f"including dispatch (goal >= 0.90)"
+        )
+        gaps = sorted((f.start - f.dispatched_at).total_seconds() for f in done if f.dispatched_at)
+        print(
+            f"dispatch overhead per file: {(portal_wall - bare_wall) / args.files * 1000:.1f} ms of wall time "
+            f"(portal wall - bare wall) / files; task sent -> copy started: mean "
+            f"{(dispatch.total_seconds() if dispatch else 0) * 1000:.1f} ms, median "
+            f"{statistics.median(gaps) * 1000 if gaps else 0:.1f} ms, max {max(gaps, default=0) * 1000:.1f} ms"
+        )
+        if failed:
+            print("bare failures:", failed[:3])
+    finally:
+        processes.stop(pidfile)
+        data = bed.site_dir(destination_key) / "data"
+        for pattern in patterns:
+            for directory in data.glob(pattern):
+                shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""A STOMP consumer of FTS or Rucio messages (the way both publish: ActiveMQ / RabbitMQ topics and queues).
+
+Messages are taken with client-individual acknowledgements and acknowledged only after the batch that holds them
+is committed, so a crash or a broker restart loses nothing: unacknowledged messages are delivered again, and the
+records' unique ids make a second delivery a duplicate. After a lost connection it reconnects (with a growing
+pause) and subscribes again; messages received on the old connection and not yet stored are dropped, because the
+broker redelivers them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import stomp
+import stomp.exception
+from django.db import close_old_connections
+
+from .services import IngestResult, InvalidItem, ingest_items
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 15.0  # seconds for the broker to answer CONNECT
+
+
+@dataclass
+class ConsumerConfig:
+    host: str
+    port: int
+    destination: str
+    format: str
+    user: str = ""
+    password: str = ""
+    vhost: str = "/"
+    batch: int = 500
+    flush_seconds: float = 1.0
+    default_experiment: int | None = None
+    # RabbitMQ: a durable subscription of a /topic/ keeps messages published while the consumer is away.
+    durable_name: str = ""
+
+
+@dataclass
+class ConsumerStats:
+    received: int = 0
+    batches: int = 0
+    connections: int = 0
+    result: IngestResult = field(default_factory=IngestResult)
+
+
+@dataclass
+class _Delivery:
+    ack_id: str
+    body: bytes
+    generation: int
+
+
+class _Listener(stomp.ConnectionListener):
+    def __init__(self, deliveries: queue.Queue[_Delivery], generation: int) -> None:
+        self.deliveries = deliveries
+        self.generation = generation
+        self.lost = threading.Event()
+
+    def on_message(self, frame: Any) -> None:
+        headers = frame.headers
+        body = frame.body if isinstance(frame.body, bytes) else str(frame.body).encode()
+        self.deliveries.put(_Delivery(headers.get("ack") or headers["message-id"], body, self.generation))
+
+    def on_disconnected(self) -> None:
+        self.lost.set()
+
+    def on_heartbeat_timeout(self) -> None:
+        self.lost.set()
+
+
+def message_items(body: bytes) -> list[Any]:
+    """The items of one STOMP message: one JSON object (FTS ends it with an EOT, \\x04) or an array of them."""
+    text = body.strip().rstrip(b"\x04").strip()
+    try:
+        loaded = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        return [InvalidItem(f"not JSON: {exc}")]
+    return loaded if isinstance(loaded, list) else [loaded]
+
+
+class StompConsumer:
+    """Subscribe, store in batches, acknowledge after commit; reconnect after a lost connection."""
+
+    def __init__(self, config: ConsumerConfig) -> None:
+        self.config = config
+        self.stats = ConsumerStats()
+        self.stopping = threading.Event()
+        self._deliveries: queue.Queue[_Delivery] = queue.Queue()
+        self._generation = 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _connect(self) -> tuple[stomp.Connection, _Listener]:
+        config = self.config
+        self._generation += 1
+        connection = stomp.Connection([(config.host, config.port)], heartbeats=(4000, 4000), vhost=config.vhost)
+        listener = _Listener(self._deliveries, self._generation)
+        connection.set_listener("ingest", listener)
+        # Not connect(wait=True): stomp.py then waits without a time limit, and a broker that accepts the socket
+        # while it restarts but never answers CONNECT would hold the consumer (and a SIGTERM) forever.
+        connection.connect(config.user or None, config.password or None, wait=False)
+        deadline = time.monotonic() + CONNECT_TIMEOUT
+        while not connection.is_connected():
+            if self.stopping.is_set() or listener.lost.is_set() or time.monotonic() > deadline:
+                with contextlib.suppress(Exception):
+                    connection.disconnect()
+                raise stomp.exception.ConnectFailedException(
+                    f"no CONNECTED from the broker within {CONNECT_TIMEOUT:.0f} s"
+                )
+            time.sleep(0.05)
+        headers = {"prefetch-count": str(config.batch * 2)}
+        if config.durable_name:
+            headers.update({"durable": "true", "auto-delete": "false", "x-queue-name": config.durable_name})
+        connection.subscribe(destination=config.destination, id="ingest", ack="client-individual", headers=headers)
+        self.stats.connections += 1
+        log.info("subscribed to %s on %s:%s", config.destination, config.host, config.port)
+        return connection, listener
+
+    def run(self, *, until: Callable[[ConsumerStats], bool] | None = None) -> ConsumerStats:
+        """Consume until stop() (or until(stats) is true after a batch)."""
+        pause = 0.5
+        while not self.stopping.is_set():
+            try:
+                connection, listener = self._connect()
+            except (stomp.exception.ConnectFailedException, OSError) as exc:
+                log.warning(
+                    "broker %s:%s not reachable (%s); retrying in %.1f s",
+                    self.config.host,
+                    self.config.port,
+                    exc,
+                    pause,
+                )
+                self.stopping.wait(pause)
+                pause = min(pause * 2, 10.0)
+                continue
+            pause = 0.5
+            try:
+                self._consume(connection, listener, until)
+            except (stomp.exception.StompException, OSError) as exc:
+                log.warning("connection to the broker lost (%r); reconnecting", exc)
+            finally:
+                with contextlib.suppress(Exception):  # the connection may be gone already
+                    connection.disconnect()
+            if until is not None and until(self.stats):
+                break
+        return self.stats
+
+    def _consume(
+        self, connection: stomp.Connection, listener: _Listener, until: Callable[[ConsumerStats], bool] | None
+    ) -> None:
+        generation = listener.generation
+        while not self.stopping.is_set():
+            batch = self._take(generation, listener)
+            if batch:
+                self._store(connection, batch)
+                if until is not None and until(self.stats):
+                    return
+            if listener.lost.is_set() or not connection.is_connected():
+                log.warning("connection to the broker lost; reconnecting")
+                return
+            if not batch and until is not None and until(self.stats):
+                return
+
+    def _take(self, generation: int, listener: _Listener) -> list[_Delivery]:
+        batch: list[_Delivery] = []
+        deadline = time.monotonic() + self.config.flush_seconds
+        while len(batch) < self.config.batch and not listener.lost.is_set():
+            try:
+                delivery = self._deliveries.get(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    break
+                continue
+            if delivery.generation == generation:  # older ones are redelivered on this connection
+                batch.append(delivery)
+        return batch
+
+    def _store(self, connection: stomp.Connection, batch: list[_Delivery]) -> None:
+        items: list[Any] = []
+        for delivery in batch:
+            items.extend(message_items(delivery.body))
+        close_old_connections()
+        result = ingest_items(
+            format=self.config.format,
+            items=items,
+            user=None,
+            default_experiment=self.config.default_experiment,
+        )  # committed when it returns
+        for entry in result.rejected:
+            log.warning("rejected message: %s", entry["error"])
+        self.stats.received += len(batch)
+        try:
+            for delivery in batch:  # bad messages too: they would be rejected again
+                connection.ack(delivery.ack_id, "ingest")
+        except stomp.exception.NotConnectedException:
+            # Stored but not acknowledged: the broker delivers them again and they are counted as duplicates.
+            log.warning("connection lost before the acknowledgements; the broker will redeliver")
+        self.stats.batches += 1
+        self.stats.result.add(result)

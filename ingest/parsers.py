@@ -1,0 +1,417 @@
+"""Parsers of the formats DDM systems publish, each item into one unsaved results.TransferRecord (or a skip, or a
+clear error). Plain functions of one message; the registry they match against is read once per batch (Registry).
+
+Sources of the formats:
+- FTS3 "transfer complete" monitoring message: cern-fts/fts3 src/url-copy (msg-ifce, SendTransferFinishMessage);
+  numbers may arrive as strings ("1466632860151.000000"), times are epoch milliseconds.
+- Rucio Hermes events: rucio/rucio lib/rucio/core/request.py (add_monitor_message): an envelope
+  {"event_type", "payload", "created_at"}; payload "request-id", "transfer-id" (the FTS job id), "src-url", ...
+- perfSONAR pScheduler throughput: perfsonar/pscheduler pscheduler-test-throughput (result: succeeded, intervals,
+  summary {summary, streams}), in a run as pScheduler's API returns it (task spec source/dest, run start/end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from django.db.models.base import ModelState
+
+from results.choices import Origin, RecordState
+from results.models import TransferRecord
+from sites.models import Experiment, NetworkHost, StorageEndpoint
+
+
+class ItemError(ValueError):
+    """An item that cannot become a record; the message names the field and the reason."""
+
+
+class Skip(Exception):
+    """An item of a kind that carries no transfer (e.g. a Rucio event other than transfer-done/-failed)."""
+
+
+FORMATS = ("fts", "rucio", "perfsonar")
+INFINITY = float("inf")
+OK, FAILED = RecordState.OK.value, RecordState.FAILED.value
+FTS, RUCIO, PERFSONAR = Origin.FTS.value, Origin.RUCIO.value, Origin.PERFSONAR.value
+ORIGIN_ID_LENGTH = 128  # TransferRecord.origin_id
+
+
+# --- the registry, read once per batch ---------------------------------------------------------------------
+
+
+SiteMatch = tuple[int, int | None]  # (site id, endpoint id or None)
+
+
+@dataclass
+class Registry:
+    """What records are matched against: experiments by name (any case), storage endpoints by host and port, by
+    host alone when all of a host's endpoints are one site's, and by RSE name; network hosts by address."""
+
+    experiments: dict[str, int] = field(default_factory=dict)
+    experiment_names: dict[int, str] = field(default_factory=dict)
+    by_host_port: dict[tuple[str, int | None], SiteMatch] = field(default_factory=dict)
+    by_host: dict[str, SiteMatch] = field(default_factory=dict)
+    by_rse: dict[str, SiteMatch] = field(default_factory=dict)
+    network: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls) -> Registry:
+        registry = cls()
+        for pk, name in Experiment.objects.values_list("pk", "name"):
+            registry.experiments[name.lower()] = pk
+            registry.experiment_names[pk] = name
+        sites_of_host: dict[str, set[int]] = {}
+        endpoints_of_host: dict[str, list[int]] = {}
+        for pk, site_id, host, port, scheme, rses in StorageEndpoint.objects.values_list(
+            "pk", "site_id", "host", "port", "scheme", "rse_names"
+        ):
+            registry.by_host_port[(host, port or DEFAULT_PORTS.get(scheme))] = (site_id, pk)
+            sites_of_host.setdefault(host, set()).add(site_id)
+            endpoints_of_host.setdefault(host, []).append(pk)
+            for rse in rses:
+                registry.by_rse[rse.upper()] = (site_id, pk)
+        for host, sites in sites_of_host.items():
+            if len(sites) == 1:
+                endpoints = endpoints_of_host[host]
+                registry.by_host[host] = (next(iter(sites)), endpoints[0] if len(endpoints) == 1 else None)
+        for site_id, address in NetworkHost.objects.values_list("site_id", "address"):
+            registry.network[address.lower()] = site_id
+            registry.network.setdefault(address_host(address), site_id)
+        return registry
+
+    def experiment(self, vo: Any) -> int:
+        found = self.experiments.get(vo) if type(vo) is str else None  # names as written, after the first
+        if found is not None:
+            return found
+        if not isinstance(vo, str) or not vo.strip():
+            raise ItemError("vo: missing")
+        try:
+            found = self.experiments[vo.strip().lower()]
+        except KeyError:
+            raise ItemError(f"vo: {vo!r} is not an experiment of the registry") from None
+        self.experiments[vo] = found
+        return found
+
+    def storage(self, url: str, rse: Any = None) -> SiteMatch | None:
+        """The site (and endpoint) of a storage URL: by RSE name when given and known, else by host and port,
+        else by host alone."""
+        if isinstance(rse, str) and rse:
+            match = self.by_rse.get(rse.upper())
+            if match:
+                return match
+        host, port = url_authority(url)
+        return self.by_host_port.get((host, port)) or self.by_host.get(host)
+
+    def network_site(self, address: str) -> int | None:
+        address = address.lower()
+        found = self.network.get(address)
+        return self.network.get(address_host(address)) if found is None else found
+
+
+def address_host(address: str) -> str:
+    """The host of a network host address: "host", "host:port", "[v6]:port" or a bare IPv6 address."""
+    address = address.lower()
+    if address.startswith("["):
+        return address[1 : address.find("]")] if "]" in address else address
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
+DEFAULT_PORTS = {"https": 443, "davs": 443, "http": 80, "dav": 80, "root": 1094, "xroot": 1094, "gsiftp": 2811}
+
+
+@lru_cache(maxsize=8192)
+def _authority(prefix: str) -> tuple[str, int | None]:
+    try:
+        parts = urlsplit(prefix)
+        return (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return "", None
+
+
+def url_authority(url: str) -> tuple[str, int | None]:
+    """(host, port) of a storage URL, the scheme's default port when none is written."""
+    start = url.find("//")
+    end = url.find("/", start + 2) if start >= 0 else -1
+    return _authority(url if end < 0 else url[:end])
+
+
+# --- records ---------------------------------------------------------------------------------------------------
+
+_FIELDS = [f for f in TransferRecord._meta.concrete_fields]
+_DEFAULTS = {f.attname: f.get_default() for f in _FIELDS}
+
+
+def record_new(values: dict[str, Any]) -> TransferRecord:
+    """An unsaved TransferRecord with these attribute values (attnames) and the model's defaults for the rest,
+    without the cost of Model.__init__ (a batch makes thousands)."""
+    record = TransferRecord.__new__(TransferRecord)
+    record._state = ModelState()
+    record.__dict__.update(_DEFAULTS)
+    record.__dict__.update(values)
+    return record
+
+
+def _number(item: Mapping[str, Any], *names: str, required: bool = True) -> float | None:
+    for name in names:
+        value = item.get(name)
+        if value is None or value == "":
+            continue
+        if type(value) is str or type(value) is int or type(value) is float:  # the common case, fast
+            try:
+                number = float(value)
+            except ValueError:
+                raise ItemError(f"{name}: not a number: {value!r}") from None
+            if 0 <= number < INFINITY:
+                return number
+            raise ItemError(f"{name}: must be a number >= 0, not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ItemError(f"{name}: not a number: {value!r}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ItemError(f"{name}: not a number: {value!r}") from None
+        if not number >= 0 or number == float("inf"):
+            raise ItemError(f"{name}: must be a number >= 0, not {value!r}")
+        return number
+    if required:
+        raise ItemError(f"{names[0]}: missing")
+    return None
+
+
+def _text(item: Mapping[str, Any], name: str, *, required: bool = False) -> str:
+    value = item.get(name)
+    if type(value) is str and value:
+        return value
+    if value is None or value == "":
+        if required:
+            raise ItemError(f"{name}: missing")
+        return ""
+    if not isinstance(value, str | int):
+        raise ItemError(f"{name}: not a string: {value!r}")
+    return str(value)
+
+
+def _origin_id(value: str) -> str:
+    # Ids longer than the column (some FTS tr_ids) are kept as their hash: still unique, still stable.
+    if len(value) <= ORIGIN_ID_LENGTH:
+        return value
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+
+
+def _epoch_ms(value: float) -> datetime:
+    try:
+        return datetime.fromtimestamp(value / 1000.0, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ItemError(f"time out of range: {value!r}") from None
+
+
+def _iso(value: Any, name: str) -> datetime:
+    if not isinstance(value, str):
+        raise ItemError(f"{name}: not a time: {value!r}")
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ItemError(f"{name}: not an ISO 8601 time: {value!r}") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _matched(values: dict[str, Any], side: str, match: SiteMatch | None) -> None:
+    if match is not None:
+        values[f"{side}_site_id"], values[f"{side}_endpoint_id"] = match
+
+
+# --- FTS -----------------------------------------------------------------------------------------------------
+
+FTS_STATES = {"ok": OK, "error": FAILED, "abort": FAILED, "Ok": OK, "Error": FAILED, "Abort": FAILED}
+
+
+def _metadata(value: Any) -> Mapping[str, Any]:
+    """FTS file_metadata: an object, a JSON string of one, or "" (none)."""
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            loaded = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return {}
+        return loaded if isinstance(loaded, Mapping) else {}
+    return {}
+
+
+def parse_fts(item: Mapping[str, Any], registry: Registry) -> TransferRecord:
+    """An FTS3 transfer-complete message. Times: the data transfer itself (timestamp_tr_st/_comp) when FTS
+    measured it, else the whole transfer (tr_timestamp_start/_complete). The same file reported by Rucio has the
+    same transfer_key: Rucio's request id (in file_metadata) and the FTS job id."""
+    tr_id = _text(item, "tr_id", required=True)
+    final = item.get("t_final_transfer_state")
+    state = FTS_STATES.get(final) if type(final) is str else None
+    if state is None and isinstance(final, str):
+        state = FTS_STATES.get(final.lower())
+    if state is None:
+        raise ItemError(f"t_final_transfer_state: not Ok, Error or Abort: {item.get('t_final_transfer_state')!r}")
+    metadata = _metadata(item.get("file_metadata"))
+    size = _number(item, "file_size", "f_size", required=False)
+    if size is None:
+        size = _number(metadata, "filesize", required=False)
+    if size is None:
+        if state == OK:
+            raise ItemError("file_size: missing")
+        size = 0.0
+    start_ms = _number(item, "timestamp_tr_st", required=False)
+    end_ms = _number(item, "timestamp_tr_comp", required=False)
+    if not (start_ms and end_ms and end_ms >= start_ms):
+        start_ms = _number(item, "tr_timestamp_start")
+        end_ms = _number(item, "tr_timestamp_complete")
+    assert start_ms is not None and end_ms is not None
+    if end_ms < start_ms:
+        raise ItemError("tr_timestamp_complete: before tr_timestamp_start")
+    source_url, destination_url = _text(item, "src_url", required=True), _text(item, "dst_url", required=True)
+    job_id = _text(item, "job_id")
+    request_id = metadata.get("request_id")
+    values: dict[str, Any] = {
+        "experiment_id": registry.experiment(item.get("vo")),
+        "source_url": source_url,
+        "destination_url": destination_url,
+        "source_host": url_authority(source_url)[0],
+        "destination_host": url_authority(destination_url)[0],
+        "bytes": int(size),
+        "start": _epoch_ms(start_ms),
+        "end": _epoch_ms(end_ms),
+        "state": state,
+        "error_message": _text(item, "t__error_message") if state != OK else "",
+        "origin": FTS,
+        "origin_id": _origin_id(tr_id),
+        "transfer_key": f"{request_id}/{job_id}" if request_id and job_id else "",
+    }
+    _matched(values, "source", registry.storage(source_url, metadata.get("src_rse")))
+    _matched(values, "destination", registry.storage(destination_url, metadata.get("dst_rse")))
+    return record_new(values)
+
+
+# --- Rucio ---------------------------------------------------------------------------------------------------
+
+RUCIO_STATES = {"transfer-done": OK, "transfer-failed": FAILED}
+
+
+def parse_rucio(
+    item: Mapping[str, Any], registry: Registry, *, default_experiment: int | None = None
+) -> TransferRecord:
+    """A Rucio Hermes envelope of a transfer-done or transfer-failed event (other types: Skip). The payload
+    names its VO only on multi-VO instances: without one, the experiment of the sending DDM service."""
+    event_type = item.get("event_type")
+    if not isinstance(event_type, str):
+        raise ItemError("event_type: missing")
+    state = RUCIO_STATES.get(event_type)
+    if state is None:
+        raise Skip(event_type)
+    payload = item.get("payload")
+    if not isinstance(payload, Mapping):
+        raise ItemError("payload: missing or not an object")
+    request_id = _text(payload, "request-id", required=True)
+    size = _number(payload, "bytes", "file-size", required=state == RecordState.OK) or 0.0
+    end_text = payload.get("transferred_at") or item.get("created_at")
+    if not end_text:
+        raise ItemError("payload.transferred_at: missing")
+    end = _iso(end_text, "payload.transferred_at")
+    start = _iso(payload["started_at"], "payload.started_at") if payload.get("started_at") else end
+    if end < start:
+        raise ItemError("payload.transferred_at: before started_at")
+    vo = payload.get("vo")
+    if vo:
+        experiment = registry.experiment(vo)
+    elif default_experiment is not None:
+        experiment = default_experiment
+    else:
+        raise ItemError("payload.vo: missing (needed unless a DDM service of one experiment sends it)")
+    source_url, destination_url = _text(payload, "src-url"), _text(payload, "dst-url")
+    transfer_id = _text(payload, "transfer-id")
+    values: dict[str, Any] = {
+        "experiment_id": experiment,
+        "source_url": source_url,
+        "destination_url": destination_url,
+        "source_host": url_authority(source_url)[0] if source_url else "",
+        "destination_host": url_authority(destination_url)[0] if destination_url else "",
+        "bytes": int(size),
+        "start": start,
+        "end": end,
+        "state": state,
+        "error_message": _text(payload, "reason") if state != RecordState.OK else "",
+        "origin": RUCIO,
+        "origin_id": _origin_id(request_id),
+        "transfer_key": f"{request_id}/{transfer_id}" if transfer_id else "",
+    }
+    _matched(values, "source", registry.storage(source_url, payload.get("src-rse")))
+    _matched(values, "destination", registry.storage(destination_url, payload.get("dst-rse")))
+    return record_new(values)
+
+
+# --- perfSONAR -----------------------------------------------------------------------------------------------
+
+
+def parse_perfsonar(
+    item: Mapping[str, Any], registry: Registry, *, default_experiment: int | None = None
+) -> TransferRecord:
+    """A pScheduler throughput run: {"task": {"test": {"type": "throughput", "spec": {"source", "dest"}}},
+    "run": {"href", "start-time", "result-merged"}} (or the result as "result"), with an optional "experiment".
+    The bytes of the run's summary over its duration; sites by their network hosts."""
+    task, run = item.get("task"), item.get("run")
+    if not isinstance(task, Mapping) or not isinstance(task.get("test"), Mapping):
+        raise ItemError("task.test: missing")
+    test = task["test"]
+    if test.get("type") != "throughput":
+        raise ItemError(f"task.test.type: only throughput results are records, not {test.get('type')!r}")
+    spec = test.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ItemError("task.test.spec: missing")
+    source, destination = _text(spec, "source", required=True), _text(spec, "dest", required=True)
+    if not isinstance(run, Mapping):
+        raise ItemError("run: missing")
+    run_id = _text(run, "href") or _text(run, "id", required=True)
+    result = item.get("result") or run.get("result-merged")
+    if not isinstance(result, Mapping):
+        raise ItemError("run.result-merged: missing")
+    start = _iso(run.get("start-time"), "run.start-time")
+    succeeded = result.get("succeeded") is True
+    size, seconds, streams = 0.0, 0.0, None
+    if succeeded:
+        summary = result.get("summary")
+        if not isinstance(summary, Mapping) or not isinstance(summary.get("summary"), Mapping):
+            raise ItemError("result.summary.summary: missing")
+        overall = summary["summary"]
+        size = _number(overall, "throughput-bytes") or 0.0
+        seconds = (_number(overall, "end") or 0.0) - (_number(overall, "start", required=False) or 0.0)
+        if seconds <= 0:
+            raise ItemError("result.summary.summary: end must be after start")
+        if isinstance(summary.get("streams"), list):
+            streams = len(summary["streams"]) or None
+    end = (
+        start + timedelta(seconds=seconds)
+        if succeeded
+        else _iso(run.get("end-time") or run["start-time"], "run.end-time")
+    )
+    name = item.get("experiment")
+    experiment = registry.experiment(name) if name else default_experiment
+    values: dict[str, Any] = {
+        "experiment_id": experiment,
+        "source_host": address_host(source),
+        "destination_host": address_host(destination),
+        "source_site_id": registry.network_site(source),
+        "destination_site_id": registry.network_site(destination),
+        "bytes": int(size),
+        "start": start,
+        "end": max(end, start),
+        "state": RecordState.OK.value if succeeded else RecordState.FAILED.value,
+        "error_message": "" if succeeded else str(result.get("error") or "throughput test failed"),
+        "mode": "iperf3",
+        "concurrency": streams,
+        "origin": PERFSONAR,
+        "origin_id": _origin_id(run_id),
+    }
+    return record_new(values)

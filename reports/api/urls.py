@@ -1,0 +1,11 @@
+"""Site reports API routes under /api/v1/."""
+
+from rest_framework.routers import DefaultRouter
+
+from . import views
+
+router = DefaultRouter(trailing_slash=True)
+router.include_root_view = False
+router.register("reports", views.SiteReportViewSet)
+
+urlpatterns = router.urls

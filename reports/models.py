@@ -1,0 +1,137 @@
+"""Site reports: what a site's admins saw during a challenge (rates, outages, problems, actions, free text), and the
+coordinators' review of it. Rates are bytes per second, times UTC."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from challenges.models import Challenge, Target
+from sites.models import Site
+
+from .choices import CommentKind, ProblemCategory, RateDirection, ReportStatus
+
+
+class SiteReport(models.Model):
+    """One site's report on one challenge: at most one per (challenge, site)."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="site_reports")
+    site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="reports")
+    status = models.CharField(max_length=20, choices=ReportStatus.choices, default=ReportStatus.DRAFT)
+    notes = models.TextField(blank=True, help_text="free text in Markdown")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["challenge", "site__name"]
+        constraints = [models.UniqueConstraint(fields=["challenge", "site"], name="site_report_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.site} report on {self.challenge}"
+
+    @property
+    def is_accepted(self) -> bool:
+        return self.status == ReportStatus.ACCEPTED
+
+
+class ObservedRate(models.Model):
+    """A rate the site saw: for one of the challenge's targets, or free (a direction and a label)."""
+
+    report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="rates")
+    target = models.ForeignKey(Target, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    label = models.CharField(max_length=200, blank=True, help_text="what was measured, when not a target")
+    direction = models.CharField(max_length=4, choices=RateDirection.choices)
+    rate = models.FloatField(help_text="bytes per second")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+
+    class Meta:
+        ordering = ["start", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(rate__gt=0), name="observed_rate_positive"),
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="observed_rate_end_after_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label or self.target} {self.direction} {self.rate / 1e9:.3g} GB/s"
+
+
+class Outage(models.Model):
+    """A window in which the site (or part of it) was down or degraded."""
+
+    report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="outages")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    reason = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["start", "id"]
+        constraints = [models.CheckConstraint(condition=Q(end__gt=F("start")), name="outage_end_after_start")]
+
+    def __str__(self) -> str:
+        return f"{self.start:%Y-%m-%d %H:%M} → {self.end:%Y-%m-%d %H:%M}: {self.reason}"
+
+
+class Problem(models.Model):
+    """A problem met, with its category and the ticket that tracks it (a GGUS number or a URL)."""
+
+    report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="problems")
+    category = models.CharField(max_length=20, choices=ProblemCategory.choices)
+    ticket = models.CharField(max_length=300, blank=True, help_text="GGUS ticket number or URL")
+    description = models.TextField()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.category}: {self.description[:60]}"
+
+    @property
+    def ticket_url(self) -> str | None:
+        """The ticket as a link: a URL as given, a bare GGUS number to its GGUS page."""
+        ticket = self.ticket.strip()
+        if ticket.startswith(("https://", "http://")):
+            return ticket
+        number = ticket.removeprefix("GGUS").removeprefix("#").strip(" :#")
+        return f"https://ggus.eu/?mode=ticket_info&ticket_id={number}" if number.isdigit() else None
+
+
+class SiteAction(models.Model):
+    """Something the site did, e.g. "raised MTU to 9000", and when."""
+
+    report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="actions")
+    description = models.CharField(max_length=500)
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["taken_at", "id"]
+
+    def __str__(self) -> str:
+        return self.description
+
+
+class ReportComment(models.Model):
+    """A remark on a report (Markdown): a comment, or the note that went with a review step."""
+
+    report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="comments")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    kind = models.CharField(max_length=20, choices=CommentKind.choices, default=CommentKind.COMMENT)
+    text = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.author} on {self.report}"

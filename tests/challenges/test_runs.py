@@ -1,0 +1,199 @@
+"""run_start, run_cancel, run_progress and the reaper, without workers: the rules, the files a run plans, the
+figures it reports, and what the reaper does with lost files and overdue runs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.test import override_settings
+from django.utils import timezone
+
+from challenges import runs
+from challenges.models import FileState, Run, RunFile
+from results.models import RateRollup, TransferRecord
+from sites.roles import membership_grant
+from tests.challenges.factories import ActivityFactory, TargetFactory
+from tests.sites.factories import ExperimentFactory, SiteFactory, StorageEndpointFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+SOURCE = "root://127.0.0.1:31000//data"
+DESTINATIONS = ["root://127.0.0.1:31002//data", "root://127.0.0.1:31004//data"]
+
+
+@pytest.fixture(autouse=True)
+def no_workers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """Record the tasks run_start would send instead of sending them (these tests have no worker)."""
+    sent: list[tuple[str, tuple[Any, ...]]] = []
+    monkeypatch.setattr(runs, "_send_prepare", lambda run_id, queue: sent.append(("prepare", (run_id, queue))))
+    monkeypatch.setattr(runs, "_send_file", lambda *args: sent.append(("file", args)))
+    monkeypatch.setattr(runs, "served_queues", set)
+    return sent
+
+
+@pytest.fixture
+def coordinator() -> Any:
+    user = UserFactory(username="coord")
+    membership_grant(user=user, role="coordinator")
+    return user
+
+
+def adhoc(**overrides: Any) -> dict[str, Any]:
+    return {"source": SOURCE, "destinations": DESTINATIONS, "file_size": 1000, "file_count": 5, **overrides}
+
+
+def test_only_coordinators_start_runs() -> None:
+    with pytest.raises(PermissionDenied):
+        runs.run_start(user=UserFactory(), kind="transfer", parameters=adhoc())
+    assert not Run.objects.exists()
+
+
+def test_a_transfer_run_plans_its_files_round_robin_over_the_destinations(
+    coordinator: Any, django_capture_on_commit_callbacks: Any, no_workers: list[Any]
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(concurrency=3))
+    files = list(run.files.order_by("index"))
+    assert [f.destination_url for f in files[:2]] == [
+        f"{DESTINATIONS[0]}/portal-runs/run-{run.pk}/file-00000",
+        f"{DESTINATIONS[1]}/portal-runs/run-{run.pk}/file-00001",
+    ]
+    assert {f.source_url for f in files} == {f"{SOURCE}/portal-testfiles/random-1000"}
+    assert all(f.state == FileState.QUEUED and f.size == 1000 for f in files)
+    assert run.parameters["concurrency"] == 3 and run.parameters["queue"] == "default"
+    assert no_workers == [("prepare", (run.pk, "default"))]
+    assert run.deadline is not None and run.deadline > timezone.now()
+
+
+def test_bad_parameters_get_per_field_messages_and_create_nothing(coordinator: Any) -> None:
+    with pytest.raises(ValidationError) as caught:
+        runs.run_start(
+            user=coordinator,
+            kind="transfer",
+            parameters=adhoc(file_count=0, concurrency="many", copy_mode="sideways", colour="red"),
+        )
+    errors = caught.value.message_dict
+    assert "file_count must be from 1" in errors["file_count"][0]
+    assert "whole number" in errors["concurrency"][0]
+    assert "copy_mode" in errors
+    assert "unknown parameter 'colour'" in errors["parameters"][0]
+    assert not Run.objects.exists() and not RunFile.objects.exists()
+
+
+def test_a_scheme_the_workers_cannot_speak_is_refused_by_name(coordinator: Any) -> None:
+    with pytest.raises(ValidationError) as caught:
+        runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(destinations=["s3://bucket.example/x"]))
+    message = caught.value.message_dict["destinations"][0]
+    assert "the workers cannot speak s3://" in message and "root" in message
+    assert not Run.objects.exists()
+
+
+def test_the_workers_speak_the_schemes_of_the_loaded_gfal2_plugins() -> None:
+    assert {"root", "davs", "https", "file"} <= runs.worker_schemes()
+    assert "s3" not in runs.worker_schemes()
+
+
+def test_an_activity_run_takes_its_parameters_and_endpoints_from_the_activity(coordinator: Any) -> None:
+    atlas = ExperimentFactory(name="ATLAS")
+    source_site, destination_site = SiteFactory(experiments=[atlas]), SiteFactory(experiments=[atlas])
+    StorageEndpointFactory(site=source_site, url=SOURCE)
+    StorageEndpointFactory(site=destination_site, url=DESTINATIONS[0])
+    activity = ActivityFactory(
+        experiment=atlas, source=source_site, file_size=2000, file_count=4, concurrency=2, copy_mode=""
+    )
+    TargetFactory(activity=activity, site=destination_site)
+    run = runs.run_start(user=coordinator, activity=activity, parameters={"file_count": 3})
+    assert run.parameters["file_size"] == 2000 and run.parameters["file_count"] == 3
+    assert run.parameters["concurrency"] == 2 and run.parameters["experiment"] == "ATLAS"
+    assert run.parameters["site"] == source_site.name
+    assert run.files.count() == 3
+    assert all(f.destination_url.startswith(DESTINATIONS[0] + "/portal-runs/") for f in run.files.all())
+
+
+def test_an_activity_without_destinations_is_refused_with_a_hint(coordinator: Any) -> None:
+    site = SiteFactory()
+    StorageEndpointFactory(site=site, url=SOURCE)
+    activity = ActivityFactory(source=site, file_size=1, file_count=1, concurrency=1)
+    with pytest.raises(ValidationError) as caught:
+        runs.run_start(user=coordinator, activity=activity)
+    assert "destination" in caught.value.message_dict["destinations"][0]
+
+
+def test_a_site_with_a_worker_of_its_own_gets_its_own_queue(coordinator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = SiteFactory(name="TB-X")
+    StorageEndpointFactory(site=site, url=SOURCE)
+    monkeypatch.setattr(runs, "served_queues", lambda: {"site.TB-X", "default"})
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc())
+    assert run.parameters["queue"] == "site.TB-X"
+    assert set(run.files.values_list("queue", flat=True)) == {"site.TB-X"}
+
+
+def test_cancel_cancels_queued_files_and_ends_the_run(coordinator: Any) -> None:
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc())
+    RunFile.objects.filter(run=run, index=0).update(state=FileState.RUNNING, attempt=1, task_id="t")
+    run = runs.run_cancel(run, user=coordinator)
+    assert run.state == "cancelled" and run.finished_at is not None
+    states = dict(run.files.values_list("index", "state"))
+    assert states == {0: "running", 1: "cancelled", 2: "cancelled", 3: "cancelled", 4: "cancelled"}
+    assert runs.runs_stopped([run.pk]) == {run.pk}  # what the workers' watchers read to abort copy 0
+    with pytest.raises(ValidationError):
+        runs.run_cancel(run, user=coordinator)
+
+
+def test_progress_counts_files_bytes_and_the_rate_of_the_last_minute(coordinator: Any) -> None:
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_size=10**6, concurrency=2))
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(state="running", started_at=now - timedelta(seconds=30))
+    run.refresh_from_db()
+    files = {f.index: f for f in run.files.all()}
+    # two files of 1 MB each done within the last 30 s, one running, one failed, one queued
+    for index in (0, 1):
+        RunFile.objects.filter(pk=files[index].pk).update(
+            state="done", bytes=10**6, start=now - timedelta(seconds=20), end=now - timedelta(seconds=10)
+        )
+    RunFile.objects.filter(pk=files[2].pk).update(state="running", task_id="x", attempt=1)
+    RunFile.objects.filter(pk=files[3].pk).update(state="failed", end=now)
+    progress = runs.run_progress(run)
+    assert (progress.files_total, progress.files_done, progress.files_failed) == (5, 2, 1)
+    assert (progress.in_flight, progress.queued, progress.bytes_done) == (1, 1, 2 * 10**6)
+    assert progress.rate == pytest.approx(2e6 / 30, rel=0.02)
+    assert progress.eta_seconds == pytest.approx(2e6 / progress.rate, rel=0.01)  # 2 files of 1 MB left
+    assert progress.to_dict()["started_at"].endswith("+00:00")
+
+
+@override_settings(DISPATCH_WORKER_LOST_AFTER=30)
+def test_the_reaper_retries_a_lost_file_once_then_fails_it_with_worker_lost(coordinator: Any) -> None:
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_count=1, concurrency=1))
+    Run.objects.filter(pk=run.pk).update(state="running", started_at=timezone.now())
+    stale = timezone.now() - timedelta(seconds=60)
+    RunFile.objects.filter(run=run).update(
+        state="running", attempt=1, task_id="t1", worker="w1@host", heartbeat=stale, start=stale
+    )
+    first = runs.runs_reap()
+    assert first.files_retried == 1
+    file = run.files.get()
+    assert file.state == "queued" and file.attempt == 2 and file.task_id  # sent again at once as try 2
+    RunFile.objects.filter(pk=file.pk).update(state="running", worker="w2@host", heartbeat=stale, start=stale)
+    second = runs.runs_reap()
+    assert second.files_failed == 1
+    file.refresh_from_db()
+    assert file.state == "failed" and file.error.startswith("worker lost")
+    run.refresh_from_db()
+    assert run.state == "failed" and run.message == "0 of 1 files done, 1 failed"
+    records = TransferRecord.objects.filter(run=run).order_by("attempt")
+    assert [(r.attempt, r.state, r.error_message[:11]) for r in records] == [
+        (1, "failed", "worker lost"),
+        (2, "failed", "worker lost"),
+    ]
+    assert sum(RateRollup.objects.values_list("files_failed", flat=True)) == 2
+
+
+def test_the_reaper_fails_a_run_past_its_deadline(coordinator: Any) -> None:
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(max_duration=60))
+    summary = runs.runs_reap(now=timezone.now() + timedelta(seconds=61))
+    run.refresh_from_db()
+    assert summary.runs_failed == 1 and run.state == "failed" and "deadline passed" in run.message
+    assert set(run.files.values_list("state", flat=True)) == {"cancelled"}
