@@ -71,9 +71,9 @@ PLUGIN_SCHEMES: dict[str, tuple[str, ...]] = {
 @cache
 def worker_schemes() -> frozenset[str]:
     """URL schemes the workers' gfal2 can speak: the plugins gfal2 loads here (workers run this same image)."""
-    import gfal2
+    from .probes.context import gfal2_context_new
 
-    names = gfal2.creat_context().get_plugin_names()
+    names = gfal2_context_new().get_plugin_names()
     schemes: set[str] = set()
     for name in names:
         schemes.update(PLUGIN_SCHEMES.get(str(name).split("-")[0].lower(), ()))

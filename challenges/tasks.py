@@ -35,9 +35,9 @@ def gfal2_context() -> Any:
         from testbed.grid import Testbed, TestbedConfig
 
         return testbed_context(Testbed(TestbedConfig.from_settings()))
-    import gfal2
+    from .probes.context import gfal2_context_new
 
-    return gfal2.creat_context()
+    return gfal2_context_new()
 
 
 class _Watcher:

@@ -14,10 +14,10 @@ def gfal2_context(testbed: Testbed) -> Any:
     XrdHttpTPC rejects the `Credential: gridsite` header gfal2 sends without a token; the testbed checks no
     tokens, so any bearer credential per URL prefix makes HTTP third-party copy work.
     """
-    import gfal2
+    from challenges.probes.context import gfal2_context_new
 
     os.environ.update({"X509_CERT_DIR": str(testbed.pki.cert_dir)})
-    context = gfal2.creat_context()
+    context = gfal2_context_new()
     context.set_opt_boolean("HTTP PLUGIN", "RETRIEVE_BEARER_TOKEN", False)
     for prefix in testbed.https_prefixes():
         context.cred_set(prefix, context.cred_new("BEARER", testbed.config.bearer_token))

@@ -13,9 +13,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import gfal2
 import pytest
 
+from challenges.probes.context import gfal2_context_new
 from challenges.probes.testfiles import test_file, test_file_checksum, test_file_url
 from challenges.probes.transfer import CANCELLED, CHECKSUM, MISSING, REFUSED, transfer_file
 from testbed.grid import Testbed
@@ -146,7 +146,7 @@ def test_a_file_corrupted_on_disk_fails_with_a_checksum_mismatch(
 
 
 def test_a_wrong_expected_checksum_fails_the_copy_fast() -> None:
-    ctx = gfal2.creat_context()
+    ctx = gfal2_context_new()
     outcome = transfer_file(
         ctx, "mock://host/source?size=1000&checksum=0badf00d", "mock://host/destination", expected_checksum="00000001"
     )
@@ -154,7 +154,7 @@ def test_a_wrong_expected_checksum_fails_the_copy_fast() -> None:
 
 
 def test_a_copy_cancelled_from_another_thread_ends_as_cancelled_within_a_second() -> None:
-    ctx = gfal2.creat_context()
+    ctx = gfal2_context_new()
     cancel = threading.Event()
 
     def press_cancel() -> None:
@@ -173,4 +173,4 @@ def test_a_copy_cancelled_from_another_thread_ends_as_cancelled_within_a_second(
 
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode must be one of"):
-        transfer_file(gfal2.creat_context(), "mock://a/b", "mock://a/c", mode="sideways")
+        transfer_file(gfal2_context_new(), "mock://a/b", "mock://a/c", mode="sideways")
