@@ -50,7 +50,12 @@ DEFAULT_QUEUE = "default"
 TRANSFER_MODES = ("pull", "push", "streamed", "native")
 CHECKSUMS = ("ADLER32", "MD5", "CRC32", "none")
 MAX_ATTEMPTS = 2  # a file whose worker died is tried once more
+HUNG_GRACE = 60.0  # seconds past its gfal2 timeout after which a copy still running is taken for hung
 RATE_WINDOW = 60.0  # seconds: the aggregate rate of run_progress
+DEFAULT_TIMEOUT = 300  # seconds a copy may take, at least
+MIN_FILE_RATE = 5e6  # bytes/s: a copy's default timeout gives each file at least this rate
+HTTP_SCHEMES = ("davs", "https", "dav", "http")
+ROOT_SCHEMES = ("root", "roots", "xroot", "xroots")
 
 # gfal2 plugin name (before the version) -> URL schemes it speaks
 PLUGIN_SCHEMES: dict[str, tuple[str, ...]] = {
@@ -239,6 +244,10 @@ KIND_PARAMETERS: dict[str, set[str]] = {
     ActivityKind.CACHE: {"origin_urls", "cache_url"},
     ActivityKind.IO: {"endpoint", "file_size", "timeout"},
 }
+# A tape write (DT) is a transfer run whose files go to the target sites' tape endpoints (their disk buffers, which
+# the site migrates to tape): the same parameters, and the same dispatch.
+KIND_PARAMETERS[ActivityKind.TAPE_WRITE] = KIND_PARAMETERS[ActivityKind.TRANSFER]
+TRANSFER_KINDS = (ActivityKind.TRANSFER, ActivityKind.TAPE_WRITE)
 
 
 class _Problems:
@@ -285,8 +294,9 @@ def _url(problems: _Problems, field: str, value: Any) -> str | None:
     return value
 
 
-def _pick_endpoint(site: Site, *, prefer: Sequence[str]) -> StorageEndpoint | None:
-    endpoints = [e for e in site.endpoints.all() if e.kind == "disk" and e.scheme in worker_schemes()]
+def _pick_endpoint(site: Site, *, prefer: Sequence[str], kind: str = "disk") -> StorageEndpoint | None:
+    """The site's endpoint of this kind (disk, tape) that the workers speak, in the order of schemes `prefer`."""
+    endpoints = [e for e in site.endpoints.all() if e.kind == kind and e.scheme in worker_schemes()]
     for scheme in prefer:
         for endpoint in endpoints:
             if endpoint.scheme == scheme:
@@ -295,11 +305,32 @@ def _pick_endpoint(site: Site, *, prefer: Sequence[str]) -> StorageEndpoint | No
 
 
 def _scheme_preference(copy_mode: str) -> tuple[str, ...]:
-    if copy_mode in ("pull", "push"):
-        return ("davs", "https")
+    if copy_mode in ("pull", "push", "streamed"):
+        return HTTP_SCHEMES
     if copy_mode == "native":
-        return ("root", "xroot")
+        return ROOT_SCHEMES
     return ("root", "davs", "https")
+
+
+def _copy_mode_problem(copy_mode: str, files: Sequence[tuple[str, str, int]]) -> str:
+    """Why these files cannot be copied in copy_mode ("" when they can): a requested mode is done or refused,
+    never silently replaced by another (gfal2 copies root:// to root:// as XRootD third-party copies whatever the
+    HTTP plugin is told)."""
+    for source, destination, _ in files:
+        schemes = (urlsplit(source).scheme.lower(), urlsplit(destination).scheme.lower())
+        if copy_mode == "native" and not all(scheme in ROOT_SCHEMES for scheme in schemes):
+            return "native (XRootD third-party) copies need root:// sources and destinations"
+        if copy_mode in ("pull", "push") and not all(scheme in HTTP_SCHEMES for scheme in schemes):
+            return (
+                f"{copy_mode} is an HTTP third-party copy: source and destinations must be davs:// or https:// "
+                f"endpoints, not {schemes[0]}:// to {schemes[1]}://"
+            )
+        if copy_mode == "streamed" and all(scheme in ROOT_SCHEMES for scheme in schemes):
+            return (
+                "streamed copies need a davs:// or https:// end: between two root:// endpoints XRootD makes a "
+                "third-party copy (use native)"
+            )
+    return ""
 
 
 def _activity_transfer_defaults(activity: Activity, copy_mode: str, problems: _Problems) -> dict[str, Any]:
@@ -318,9 +349,10 @@ def _activity_transfer_defaults(activity: Activity, copy_mode: str, problems: _P
         site = target.link_to if target.is_link else (target.site if target.direction == "in" else None)
         if site is None or site.pk == activity.source_id:
             continue
-        endpoint = _pick_endpoint(site, prefer=(source.scheme, *prefer))
+        kind = "tape" if activity.kind == ActivityKind.TAPE_WRITE else "disk"
+        endpoint = _pick_endpoint(site, prefer=(source.scheme, *prefer), kind=kind)
         if endpoint is None:
-            problems.add("destinations", f"{site} has no disk endpoint the workers can speak")
+            problems.add("destinations", f"{site} has no {kind} endpoint the workers can speak")
         elif endpoint.url not in destinations:
             destinations.append(endpoint.url)
     if destinations:
@@ -355,7 +387,7 @@ def _transfer_plan(activity: Activity | None, given: dict[str, Any], problems: _
             defaults.update(_activity_transfer_defaults(activity, copy_mode, problems))
     merged = {**defaults, **{k: v for k, v in given.items() if v is not None}}
     streams = _integer(problems, merged, "streams", 1, low=1, high=64)
-    timeout = _integer(problems, merged, "timeout", 300, low=1, high=86400)
+    timeout = _integer(problems, merged, "timeout", None, low=1, high=86400) if "timeout" in merged else None
     concurrency = _integer(problems, merged, "concurrency", 10, low=1, high=1000)
     checksum = merged.get("checksum", "ADLER32")
     if checksum not in CHECKSUMS:
@@ -401,14 +433,12 @@ def _transfer_plan(activity: Activity | None, given: dict[str, Any], problems: _
             for index in range(file_count):
                 base = str(checked[index % len(checked)]).rstrip("/")
                 files.append((source_file, f"{base}/portal-runs/{{run}}/file-{index:05d}", file_size))
-    if (
-        copy_mode == "native"
-        and files
-        and not all(
-            urlsplit(src).scheme.startswith("root") and urlsplit(dst).scheme.startswith("root") for src, dst, _ in files
-        )
-    ):
-        problems.add("copy_mode", "native (XRootD third-party) copies need root:// sources and destinations")
+    mode_problem = _copy_mode_problem(copy_mode, files)
+    if mode_problem:
+        problems.add("copy_mode", mode_problem)
+    if timeout is None:
+        # Slow enough for a busy link: at least 5 MB/s per file (a 5 GB file gets 1000 s), never under 5 minutes.
+        timeout = max(DEFAULT_TIMEOUT, math.ceil(max((size for _, _, size in files), default=0) / MIN_FILE_RATE))
     parameters = {
         "copy_mode": copy_mode,
         "streams": streams,
@@ -492,7 +522,7 @@ def _plan(kind: str, activity: Activity | None, parameters: dict[str, Any]) -> _
     allowed = KIND_PARAMETERS.get(kind, set()) | COMMON_PARAMETERS
     for name in sorted(set(parameters) - allowed):
         problems.add("parameters", f"unknown parameter {name!r} for a {kind} run (known: {', '.join(sorted(allowed))})")
-    if kind == ActivityKind.TRANSFER:
+    if kind in TRANSFER_KINDS:
         plan = _transfer_plan(activity, parameters, problems)
     else:
         plan = _probe_plan(kind, activity, parameters, problems)
@@ -913,7 +943,7 @@ def runs_reap(*, now: datetime | None = None) -> ReapSummary:
             )
             records = []
             for file in lost:
-                message = f"worker lost: {file.worker or 'its worker'} stopped answering during try {file.attempt}"
+                message = _lost_message(file, now)
                 records.append(
                     _record(
                         file,
@@ -945,10 +975,64 @@ def runs_reap(*, now: datetime | None = None) -> ReapSummary:
                 summary.tasks_resent += 1
             unsent.update(dispatched_at=now)
             _top_up(run)
+    summary.files_failed += _ended_runs_lost_files(now=now, lost_after=lost_after)
     # Tries that ended but whose worker died before storing their record.
     unrecorded = RunFile.objects.filter(state__in=FILE_ENDED, recorded=False, end__lt=now - timedelta(seconds=30))
     summary.records_stored = files_record(list(unrecorded.values_list("pk", flat=True)))
     return summary
+
+
+def copy_deadline_seconds(parameters: dict[str, Any]) -> float:
+    """How long a copy of a run with these parameters may run before it is taken for hung: its gfal2 timeout and a
+    grace. Past it the worker stops the copy's heartbeat (gfal2 cannot always stop a hung XRootD copy) and the
+    reaper ends the try."""
+    return float(parameters.get("timeout") or DEFAULT_TIMEOUT) + HUNG_GRACE
+
+
+def _lost_message(file: RunFile, now: datetime) -> str:
+    if file.start and (now - file.start).total_seconds() > copy_deadline_seconds(file.run.parameters):
+        return (
+            f"timed out: try {file.attempt} was still running {int((now - file.start).total_seconds())} s after it "
+            f"started, past its {int(file.run.parameters.get('timeout') or DEFAULT_TIMEOUT)} s timeout (a hung copy)"
+        )
+    return f"worker lost: {file.worker or 'its worker'} stopped answering during try {file.attempt}"
+
+
+def _ended_runs_lost_files(*, now: datetime, lost_after: timedelta) -> int:
+    """Files still running in runs that have ended (cancelled, or failed at their deadline) whose worker stopped
+    answering: their copies will never report, so they end here (cancelled or failed) with their record."""
+    ended = 0
+    stale = RunFile.objects.filter(
+        state=FileState.RUNNING, heartbeat__lt=now - lost_after, run__state__in=RUN_ENDED
+    ).values_list("pk", flat=True)
+    for file_id in list(stale):
+        with transaction.atomic():
+            file = (
+                RunFile.objects.select_for_update(of=("self",))
+                .select_related("run", "run__activity")
+                .filter(pk=file_id, state=FileState.RUNNING, heartbeat__lt=now - lost_after)
+                .first()
+            )
+            if file is None:
+                continue
+            message = f"{_lost_message(file, now)}, after its run ended ({file.run.state})"
+            cancelled = file.run.state == RunState.CANCELLED
+            state = RecordState.CANCELLED if cancelled else RecordState.FAILED
+            records_store(
+                records=[
+                    _record(
+                        file,
+                        FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, message),
+                        state,
+                        int(file.run.parameters.get("concurrency") or 1),
+                    )
+                ]
+            )
+            file.state = FileState.CANCELLED if cancelled else FileState.FAILED
+            file.end, file.error, file.recorded = now, message, True
+            file.save(update_fields=["state", "end", "error", "recorded"])
+            ended += 1
+    return ended
 
 
 def activities_auto_run(*, now: datetime | None = None) -> list[Run]:

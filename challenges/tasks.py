@@ -45,12 +45,13 @@ class _Watcher:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.copies: dict[int, tuple[int, Any, threading.Event]] = {}  # file id -> run id, context, cancelled
+        # file id -> run id, context, cancelled, and the monotonic time after which the copy is taken for hung
+        self.copies: dict[int, tuple[int, Any, threading.Event, float]] = {}
         self.thread: threading.Thread | None = None
 
-    def add(self, file_id: int, run_id: int, ctx: Any, cancelled: threading.Event) -> None:
+    def add(self, file_id: int, run_id: int, ctx: Any, cancelled: threading.Event, *, hung_after: float) -> None:
         with self.lock:
-            self.copies[file_id] = (run_id, ctx, cancelled)
+            self.copies[file_id] = (run_id, ctx, cancelled, time.monotonic() + hung_after)
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._loop, name="run-watcher", daemon=True)
                 self.thread.start()
@@ -69,14 +70,18 @@ class _Watcher:
                 continue
             try:
                 close_old_connections()
-                stopped = runs.runs_stopped(sorted({run_id for run_id, _, _ in copies.values()}))
-                for run_id, ctx, cancelled in copies.values():
+                stopped = runs.runs_stopped(sorted({run_id for run_id, _, _, _ in copies.values()}))
+                for run_id, ctx, cancelled, _ in copies.values():
                     if run_id in stopped and not cancelled.is_set():
                         cancelled.set()
                         ctx.cancel()
-                if time.monotonic() - last_beat >= settings.DISPATCH_HEARTBEAT:
-                    runs.file_heartbeat(sorted(copies))
-                    last_beat = time.monotonic()
+                now = time.monotonic()
+                if now - last_beat >= settings.DISPATCH_HEARTBEAT:
+                    # A copy past its timeout and grace gets no more heartbeats: gfal2 cannot always stop a hung
+                    # XRootD copy (nor can ctx.cancel()), and the reaper then ends the try as timed out.
+                    alive = [file_id for file_id, (_, _, _, hung_at) in copies.items() if now < hung_at]
+                    runs.file_heartbeat(sorted(alive))
+                    last_beat = now
             except Exception:  # the database may be away a moment; the next round tries again
                 logger.exception("run watcher")
 
@@ -95,7 +100,7 @@ def run_prepare(self: Any, run_id: int) -> None:
     run = runs.Run.objects.filter(pk=run_id).first()
     if run is None:
         return
-    if run.kind == ActivityKind.TRANSFER:
+    if run.kind in runs.TRANSFER_KINDS:
         from .probes.testfiles import test_file
 
         checksum = str(run.parameters.get("checksum") or "ADLER32")
@@ -122,7 +127,7 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     parameters = file.run.parameters
     ctx = gfal2_context()
     cancelled = threading.Event()
-    _watcher.add(file.pk, file.run_id, ctx, cancelled)
+    _watcher.add(file.pk, file.run_id, ctx, cancelled, hung_after=runs.copy_deadline_seconds(parameters))
     try:
         try:
             outcome = transfer_file(

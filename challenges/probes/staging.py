@@ -155,7 +155,13 @@ def _finish(
     }
     if started is not None:
         details["stage_started"] = started.isoformat()
-    item.outcome = FileOutcome(item.url, item.url, size, item.requested, end, ok, error, "stage", details=details)
+    # A recall moves the file out of the tape system into the same site's disk buffer: the tape URL is the source
+    # and there is no destination endpoint, so a recall counts once, as traffic out of the tape site (the A-DT
+    # targets), never also as traffic into it. A recalled file's bytes span the stage itself: from when a drive
+    # started on it when the endpoint tells (Tape REST), not from the request's submission; a failed file (no bytes)
+    # spans the whole wait, which is what its error speaks of.
+    start = started if ok and started is not None else item.requested
+    item.outcome = FileOutcome(item.url, "", size, start, end, ok, error, "stage", details=details)
 
 
 def stage_files(

@@ -54,7 +54,7 @@ def world() -> dict[str, Any]:
         file_count=3,
         file_size=1000,
         concurrency=2,
-        copy_mode="pull",
+        copy_mode="native",
     )
     atlas_activity.targets.create(site=destination, direction="in", rate=1e9)
     cms_activity = ActivityFactory(challenge=challenge, name="CMS", experiment=cms)

@@ -41,7 +41,7 @@ def activity() -> Activity:
         file_count=4,
         file_size=1_000_000,
         concurrency=2,
-        copy_mode="pull",
+        copy_mode="native",
     )  # fmt: skip
     activity.targets.create(site=destination, direction="in", rate=1e9)
     return activity

@@ -91,6 +91,41 @@ def test_a_scheme_the_workers_cannot_speak_is_refused_by_name(coordinator: Any) 
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("copy_mode", "source", "destination", "refused"),
+    [
+        ("pull", SOURCE, DESTINATIONS[0], "pull is an HTTP third-party copy"),
+        ("push", "davs://127.0.0.1:31001/data", DESTINATIONS[0], "push is an HTTP third-party copy"),
+        ("streamed", SOURCE, DESTINATIONS[0], "streamed copies need a davs:// or https:// end"),
+        ("native", "davs://127.0.0.1:31001/data", DESTINATIONS[0], "need root:// sources and destinations"),
+        ("pull", "davs://127.0.0.1:31001/data", "https://127.0.0.1:31003/data", ""),
+        ("streamed", SOURCE, "davs://127.0.0.1:31003/data", ""),
+        ("native", SOURCE, DESTINATIONS[0], ""),
+        ("", SOURCE, DESTINATIONS[0], ""),
+    ],
+)
+def test_a_copy_mode_the_endpoints_cannot_do_is_refused_not_replaced(
+    coordinator: Any, copy_mode: str, source: str, destination: str, refused: str
+) -> None:
+    parameters = adhoc(source=source, destinations=[destination], copy_mode=copy_mode)
+    if not refused:
+        assert runs.run_start(user=coordinator, kind="transfer", parameters=parameters).parameters["copy_mode"] == (
+            copy_mode
+        )
+        return
+    with pytest.raises(ValidationError) as caught:
+        runs.run_start(user=coordinator, kind="transfer", parameters=parameters)
+    assert refused in caught.value.message_dict["copy_mode"][0]
+    assert not Run.objects.exists()
+
+
+def test_the_default_timeout_gives_big_files_time_and_a_given_one_is_kept(coordinator: Any) -> None:
+    small = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc())
+    big = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_size=5 * 10**9))
+    given = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_size=5 * 10**9, timeout=60))
+    assert (small.parameters["timeout"], big.parameters["timeout"], given.parameters["timeout"]) == (300, 1000, 60)
+
+
 def test_the_workers_speak_the_schemes_of_the_loaded_gfal2_plugins() -> None:
     assert {"root", "davs", "https", "file"} <= runs.worker_schemes()
     assert "s3" not in runs.worker_schemes()
@@ -197,3 +232,38 @@ def test_the_reaper_fails_a_run_past_its_deadline(coordinator: Any) -> None:
     run.refresh_from_db()
     assert summary.runs_failed == 1 and run.state == "failed" and "deadline passed" in run.message
     assert set(run.files.values_list("state", flat=True)) == {"cancelled"}
+
+
+@override_settings(DISPATCH_WORKER_LOST_AFTER=30)
+def test_a_copy_still_running_past_its_timeout_is_ended_as_hung_not_as_a_lost_worker(coordinator: Any) -> None:
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_count=1, concurrency=1, timeout=60))
+    Run.objects.filter(pk=run.pk).update(state="running", started_at=timezone.now())
+    started = timezone.now() - timedelta(seconds=60 + runs.HUNG_GRACE + 5)  # its worker stopped beating for it
+    RunFile.objects.filter(run=run).update(
+        state="running", attempt=1, task_id="t1", worker="w1@host", heartbeat=started, start=started
+    )
+    assert runs.runs_reap().files_retried == 1
+    record = TransferRecord.objects.get(run=run)
+    assert record.state == "failed" and record.error_message.startswith("timed out: try 1 was still running")
+
+
+@override_settings(DISPATCH_WORKER_LOST_AFTER=30)
+@pytest.mark.parametrize(("ended_as", "file_state"), [("cancelled", "cancelled"), ("failed", "failed")])
+def test_a_file_left_running_in_an_ended_run_by_a_dead_worker_ends_with_its_record(
+    coordinator: Any, ended_as: str, file_state: str
+) -> None:
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_count=2, concurrency=2))
+    stale = timezone.now() - timedelta(seconds=60)
+    Run.objects.filter(pk=run.pk).update(state=ended_as, started_at=stale, finished_at=timezone.now())
+    RunFile.objects.filter(run=run, index=0).update(
+        state="running", attempt=1, task_id="t1", worker="w1@host", heartbeat=stale, start=stale
+    )
+    RunFile.objects.filter(run=run, index=1).update(
+        state="running", attempt=1, task_id="t2", worker="w2@host", heartbeat=timezone.now(), start=stale
+    )
+    assert runs.runs_reap().files_failed == 1
+    states = dict(RunFile.objects.filter(run=run).values_list("index", "state"))
+    assert states == {0: file_state, 1: "running"}  # the other's worker still answers: it will report itself
+    record = TransferRecord.objects.get(run=run)
+    assert record.state == file_state and f"after its run ended ({ended_as})" in record.error_message
+    assert runs.run_progress(run).in_flight == 1

@@ -11,7 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -21,9 +21,11 @@ from django.conf import settings
 from django.db import connection
 
 from challenges import runs
-from challenges.models import Run, RunFile
+from challenges.choices import ActivityKind
+from challenges.models import Activity, Challenge, Run, RunFile, Target
 from portal import processes
 from results.models import RateRollup, TransferRecord
+from sites.models import Experiment, Site
 from sites.roles import membership_grant
 from sites.services import sites_import
 from testbed.grid import Testbed
@@ -181,7 +183,7 @@ def cleanup(testbed: Testbed) -> Iterator[list[Run]]:
     started: list[Run] = []
     yield started
     for run in started:
-        for site in ("t1a", "t1b", "webdav"):
+        for site in ("t1a", "t1b", "webdav", "tape"):
             for data in (testbed.site_dir(site) / "data").glob(f"**/portal-runs/run-{run.pk}"):
                 shutil.rmtree(data, ignore_errors=True)
 
@@ -317,6 +319,43 @@ def test_streamed_copies_to_the_plain_webdav_site(
     records = TransferRecord.objects.filter(run=run)
     assert {(r.state, r.mode, r.bytes) for r in records} == {("ok", "streamed", 8 * MB)}
     assert {r.destination_site.name for r in records.select_related("destination_site")} == {"TB-WEBDAV"}
+
+
+def test_a_tape_write_activity_copies_into_the_target_sites_tape_endpoint(
+    registry: Testbed, coordinator: Any, worker: Path, cleanup: list[Run]
+) -> None:
+    """Mode DT as the clock plans it: an activity of kind tape_write from TB-T0 into TB-TAPE; the run takes the
+    source's root:// disk endpoint and the tape site's root:// tape endpoint (its disk buffer), and copies natively."""
+    atlas = Experiment.objects.get(name="ATLAS")
+    challenge = Challenge.objects.create(
+        name="Tape", slug="tape", start=datetime(2026, 1, 5, tzinfo=UTC), end=datetime(2026, 1, 26, tzinfo=UTC)
+    )
+    activity = Activity.objects.create(
+        challenge=challenge,
+        name="ATLAS DT",
+        experiment=atlas,
+        mode="DT",
+        kind=ActivityKind.TAPE_WRITE,
+        start=challenge.start,
+        end=challenge.end,
+        source=Site.objects.get(name="TB-T0"),
+        file_size=2 * MB,
+        file_count=4,
+        concurrency=2,
+    )
+    Target.objects.create(activity=activity, site=Site.objects.get(name="TB-TAPE"), direction="in", rate=1e9)
+    run = runs.run_start(user=coordinator, activity=activity)
+    cleanup.append(run)
+    assert run.kind == ActivityKind.TAPE_WRITE
+    assert run.parameters["source"] == registry.endpoint("t0.root").url
+    assert run.parameters["destinations"] == [registry.endpoint("tape.root").url]
+    wait_for_run_end(run, 90)
+    assert run.state == "finished", run.message
+    records = TransferRecord.objects.filter(run=run).select_related("destination_site")
+    assert {(r.state, r.bytes, r.mode, r.destination_site.name) for r in records} == {
+        ("ok", 2 * MB, "native", "TB-TAPE")
+    }
+    assert records.count() == 4
 
 
 def test_cancel_mid_run_stops_queued_files_and_aborts_copies_in_flight(

@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,10 @@ def test_twenty_files_staged_with_two_drives_in_bulk_requests_fit_the_drive_mode
         assert details["queue_seconds"] >= private_tape.stage_delay - 0.05
         # a recall is one read, plus a mount for the first file of each drive
         assert read - 0.05 <= details["stage_seconds"] <= read + private_tape.mount_time + 0.5
-        assert outcome.start <= outcome.end
+        # The bytes span the recall itself (not the wait in the queue), out of the tape into no other endpoint.
+        assert outcome.start == datetime.fromisoformat(details["stage_started"]) <= outcome.end
+        assert outcome.seconds == pytest.approx(details["stage_seconds"])
+        assert outcome.destination_url == ""
     # Files wait their turn: the last ones queue behind nine others on their drive.
     queues = sorted(outcome.details["queue_seconds"] for outcome in result.files)
     assert queues[-1] >= private_tape.stage_delay + private_tape.mount_time + 8 * read
