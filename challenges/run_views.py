@@ -22,7 +22,7 @@ from sites.roles import user_is_coordinator
 
 from . import runs
 from .api.runs import runs_visible_to
-from .choices import RUN_ENDED, RunState
+from .choices import RUN_ENDED, ActivityKind, RunState
 from .models import Activity, Challenge, FileState, Run, RunFile
 from .views import _export, _wants_export, read_access
 
@@ -227,7 +227,11 @@ class RunForm(forms.Form):
 
     def __init__(self, *args: Any, activity: Activity, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("file_count", "file_size", "concurrency", "copy_mode"):
+        if activity.kind not in runs.TRANSFER_KINDS:  # a probe takes its own parameters from the plan
+            keep = {"file_size"} if activity.kind == ActivityKind.IO else set()
+            for name in set(self.fields) - keep:
+                del self.fields[name]
+        for name in self.fields:
             value = getattr(activity, name)
             if value not in (None, ""):
                 self.fields[name].widget.attrs["placeholder"] = str(value)

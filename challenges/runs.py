@@ -464,8 +464,85 @@ def _transfer_plan(activity: Activity | None, given: dict[str, Any], problems: _
     )
 
 
+def _activity_sites(activity: Activity) -> list[Site]:
+    """The sites an activity's probe points at: its targets' sites (the far end of a link), then its source."""
+    sites: list[Site] = []
+    for target in activity.targets.select_related("site", "link_to"):
+        site = target.link_to if target.is_link else target.site
+        if site is not None and site not in sites:
+            sites.append(site)
+    if activity.source is not None and activity.source not in sites:
+        sites.append(activity.source)
+    return sites
+
+
+def _activity_probe_defaults(kind: str, activity: Activity, problems: _Problems) -> dict[str, Any]:
+    """What a staging, network or io activity's run takes from the plan when it is not given, so that Run on the
+    clock and auto-run work without typing URLs: network, the first of its sites' network hosts; io, a disk
+    endpoint of its sites (root:// first) and the activity's file size; staging (a recall, A-DT), the files that
+    this challenge's tape-write runs wrote to its sites' tape endpoints, the newest first, up to the activity's
+    file count. A cache study needs origin files and a cache that the registry does not pair: give them."""
+    sites = _activity_sites(activity)
+    names = ", ".join(site.name for site in sites) or "no site (give it targets or a source)"
+    defaults: dict[str, Any] = {}
+    if kind == ActivityKind.NETWORK:
+        hosts = [host.address for site in sites for host in site.network_hosts.all()]
+        if not hosts:
+            problems.add("host", f"none of the activity's sites ({names}) has a network host: give host")
+            return defaults
+        host, _, port = hosts[0].rpartition(":") if hosts[0].count(":") == 1 else (hosts[0], "", "")
+        defaults["host"] = host
+        if port.isdigit():
+            defaults["port"] = int(port)
+    elif kind == ActivityKind.IO:
+        endpoints = [e for site in sites if (e := _pick_endpoint(site, prefer=("root", "davs", "https")))]
+        if not endpoints:
+            problems.add("endpoint", f"none of the activity's sites ({names}) has a disk endpoint: give endpoint")
+            return defaults
+        defaults["endpoint"] = endpoints[0].url
+    elif kind == ActivityKind.STAGING:
+        tape_urls = [e.url.rstrip("/") for site in sites for e in site.endpoints.all() if e.kind == "tape"]
+        if not tape_urls:
+            problems.add("urls", f"none of the activity's sites ({names}) has a tape endpoint: give urls")
+            return defaults
+        written = (
+            RunFile.objects.filter(
+                state=FileState.DONE,
+                run__kind=ActivityKind.TAPE_WRITE,
+                run__activity__challenge_id=activity.challenge_id,
+            )
+            .filter(_starts_with_any("destination_url", tape_urls))
+            .order_by("-end", "-pk")
+            .values_list("destination_url", flat=True)
+        )
+        urls = list(written[: activity.file_count] if activity.file_count else written)
+        if not urls:
+            problems.add(
+                "urls",
+                f"no tape-write run of this challenge has written files to the tape endpoints of {names}: "
+                "run the tape-write (DT) activity first, or give urls",
+            )
+            return defaults
+        defaults["urls"] = urls
+    return defaults
+
+
+def _starts_with_any(field: str, prefixes: Sequence[str]) -> Q:
+    condition = Q()
+    for prefix in prefixes:
+        condition |= Q(**{f"{field}__startswith": prefix + "/"})
+    return condition
+
+
 def _probe_plan(kind: str, activity: Activity | None, given: dict[str, Any], problems: _Problems) -> _Plan:
-    """Parameters of the one-task kinds (staging, network, cache, io), checked for type and range."""
+    """Parameters of the one-task kinds (staging, network, cache, io), checked for type and range; an activity's
+    run takes what is not given from the plan (`_activity_probe_defaults`)."""
+    wanted = {ActivityKind.NETWORK: "host", ActivityKind.IO: "endpoint", ActivityKind.STAGING: "urls"}.get(kind, "")
+    why_missing: list[str] = []  # why the plan could not give it: said instead of the generic "required"
+    if activity is not None and wanted and given.get(wanted) is None:
+        given = {**_activity_probe_defaults(kind, activity, problems), **given}
+        given = {name: value for name, value in given.items() if value is not None}
+        why_missing = list(problems.errors.get(wanted, []))
     parameters: dict[str, Any] = {}
     site: Site | None = activity.source if activity else None
     deadline = 3600.0
@@ -514,6 +591,8 @@ def _probe_plan(kind: str, activity: Activity | None, given: dict[str, Any], pro
             site = endpoint.site
     else:
         problems.add("kind", f"runs of kind {kind} are not supported yet")
+    if why_missing:
+        problems.errors[wanted] = why_missing
     return _Plan(parameters=parameters, files=[], site=site, experiment=None, deadline_seconds=deadline)
 
 
@@ -1047,7 +1126,18 @@ def activities_auto_run(*, now: datetime | None = None) -> list[Run]:
         try:
             run = run_start(user=None, activity=activity, trigger="schedule")
         except ValidationError as exc:
-            logger.warning("auto-run of activity %s refused: %s", activity.pk, exc.messages)
+            # Kept as a failed run with the reason, on the activity's runs list: a warning in a log nobody reads
+            # would leave the coordinator wondering why nothing ran, and the clock would retry every 30 s.
+            reason = "; ".join(exc.messages)
+            logger.warning("auto-run of activity %s refused: %s", activity.pk, reason)
+            Run.objects.create(
+                activity=activity,
+                kind=activity.kind,
+                state=RunState.FAILED,
+                parameters={"trigger": "schedule", "experiment": activity.experiment.name},
+                finished_at=now,
+                message=f"the clock could not start this activity: {reason}",
+            )
             continue
         Run.objects.filter(pk=run.pk).update(
             deadline=min(run.deadline or activity.end, activity.end + timedelta(minutes=5))

@@ -16,7 +16,13 @@ from challenges.models import FileState, Run, RunFile
 from results.models import RateRollup, TransferRecord
 from sites.roles import membership_grant
 from tests.challenges.factories import ActivityFactory, TargetFactory
-from tests.sites.factories import ExperimentFactory, SiteFactory, StorageEndpointFactory, UserFactory
+from tests.sites.factories import (
+    ExperimentFactory,
+    NetworkHostFactory,
+    SiteFactory,
+    StorageEndpointFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -267,3 +273,117 @@ def test_a_file_left_running_in_an_ended_run_by_a_dead_worker_ends_with_its_reco
     record = TransferRecord.objects.get(run=run)
     assert record.state == file_state and f"after its run ended ({ended_as})" in record.error_message
     assert runs.run_progress(run).in_flight == 1
+
+
+# --- probe activities take their parameters from the plan; the clock's auto-run ------------------------------------
+
+
+def test_a_network_activity_runs_iperf3_to_its_target_sites_network_host(coordinator: Any) -> None:
+    site = SiteFactory()
+    NetworkHostFactory(site=site, address="ps.example.org:5202")
+    activity = ActivityFactory(kind="network", experiment=ExperimentFactory())
+    TargetFactory(activity=activity, site=site, direction="in")
+    run = runs.run_start(user=coordinator, activity=activity, parameters={"duration": 5})
+    assert (run.parameters["host"], run.parameters["port"], run.parameters["duration"]) == ("ps.example.org", 5202, 5)
+
+
+def test_a_network_activity_whose_sites_have_no_network_host_says_so(coordinator: Any) -> None:
+    activity = ActivityFactory(kind="network")
+    target = TargetFactory(activity=activity)
+    with pytest.raises(ValidationError) as caught:
+        runs.run_start(user=coordinator, activity=activity)
+    assert caught.value.message_dict["host"] == [
+        f"none of the activity's sites ({target.site.name}) has a network host: give host"
+    ]
+    assert not Run.objects.exists()
+
+
+def test_an_io_activity_writes_to_a_disk_endpoint_of_its_site_with_its_file_size(coordinator: Any) -> None:
+    site = SiteFactory()
+    StorageEndpointFactory(site=site, url="davs://se.example.org:443/data")
+    StorageEndpointFactory(site=site, url="root://se.example.org:1094//data")
+    StorageEndpointFactory(site=site, url="root://tape.example.org:1094//data", kind="tape")
+    activity = ActivityFactory(kind="io", file_size=5000)
+    TargetFactory(activity=activity, site=site)
+    run = runs.run_start(user=coordinator, activity=activity)
+    assert (run.parameters["endpoint"], run.parameters["file_size"]) == ("root://se.example.org:1094//data", 5000)
+
+
+def test_a_recall_activity_stages_what_the_challenges_tape_writes_put_on_its_tape(coordinator: Any) -> None:
+    """A-DT after DT: the staging activity's files are the newest files tape-write runs of the same challenge wrote
+    to its site's tape endpoint (up to its file count); files of other challenges or other endpoints are not."""
+    tape_site = SiteFactory()
+    tape = "root://tape.example.org:1094//data"
+    StorageEndpointFactory(site=tape_site, url=tape, kind="tape")
+    write = ActivityFactory(kind="tape-write")
+    recall = ActivityFactory(kind="staging", challenge=write.challenge, file_count=2, experiment=write.experiment)
+    TargetFactory(activity=recall, site=tape_site, direction="out")
+    with pytest.raises(ValidationError) as caught:
+        runs.run_start(user=coordinator, activity=recall)
+    assert "run the tape-write (DT) activity first, or give urls" in caught.value.message_dict["urls"][0]
+    now = timezone.now()
+    written = Run.objects.create(activity=write, kind="tape-write", state="finished")
+    other = Run.objects.create(activity=ActivityFactory(kind="tape-write"), kind="tape-write", state="finished")
+    for index, (run, url, state) in enumerate(
+        [
+            (written, f"{tape}/portal-runs/run-1/file-00000", FileState.DONE),
+            (written, f"{tape}/portal-runs/run-1/file-00001", FileState.DONE),
+            (written, f"{tape}/portal-runs/run-1/file-00002", FileState.DONE),
+            (written, f"{tape}/portal-runs/run-1/file-00003", FileState.FAILED),
+            (written, "root://disk.example.org:1094//data/portal-runs/run-1/file-00004", FileState.DONE),
+            (other, f"{tape}/portal-runs/run-2/file-00000", FileState.DONE),
+        ]
+    ):
+        RunFile.objects.create(
+            run=run,
+            index=index,
+            source_url=SOURCE,
+            destination_url=url,
+            state=state,
+            end=now + timedelta(seconds=index),
+        )
+    run = runs.run_start(user=coordinator, activity=recall)
+    assert run.parameters["urls"] == [f"{tape}/portal-runs/run-1/file-00002", f"{tape}/portal-runs/run-1/file-00001"]
+    assert run.parameters["site"] == tape_site.name
+
+
+def test_the_clock_starts_an_auto_run_activity_once_and_cancels_it_when_its_window_closes() -> None:
+    site, destination = SiteFactory(), SiteFactory()
+    StorageEndpointFactory(site=site, url=SOURCE)
+    StorageEndpointFactory(site=destination, url=DESTINATIONS[0])
+    now = timezone.now().replace(microsecond=0)
+    activity = ActivityFactory(
+        source=site,
+        file_size=1000,
+        file_count=2,
+        concurrency=1,
+        auto_run=True,
+        start=now - timedelta(minutes=1),
+        end=now + timedelta(hours=1),
+    )
+    TargetFactory(activity=activity, site=destination)
+    ActivityFactory(source=site, file_size=1000, file_count=2, auto_run=False, start=activity.start, end=activity.end)
+    assert runs.activities_auto_run(now=now - timedelta(minutes=2)) == []  # not open yet
+    started = runs.activities_auto_run(now=now)
+    assert [run.activity for run in started] == [activity]
+    run = started[0]
+    assert (run.parameters["trigger"], run.created_by, run.files.count()) == ("schedule", None, 2)
+    run.refresh_from_db()
+    assert run.deadline <= activity.end + timedelta(minutes=5)
+    assert runs.activities_auto_run(now=now + timedelta(minutes=1)) == []  # once per window
+    assert Run.objects.count() == 1
+    runs.activities_auto_run(now=activity.end)
+    run.refresh_from_db()
+    assert run.state == "cancelled" and run.message == "the activity's window closed"
+
+
+def test_an_auto_run_the_clock_cannot_start_is_kept_as_a_failed_run_with_the_reason() -> None:
+    now = timezone.now().replace(microsecond=0)
+    activity = ActivityFactory(auto_run=True, start=now - timedelta(minutes=1), end=now + timedelta(hours=1))
+    assert runs.activities_auto_run(now=now) == []
+    refused = Run.objects.get(activity=activity)
+    assert refused.state == "failed" and refused.parameters["trigger"] == "schedule"
+    assert refused.message.startswith("the clock could not start this activity: ")
+    assert "source" in refused.message
+    assert runs.activities_auto_run(now=now + timedelta(minutes=1)) == []
+    assert Run.objects.filter(activity=activity).count() == 1  # not retried every 30 s

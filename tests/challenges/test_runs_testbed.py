@@ -357,6 +357,52 @@ def test_a_tape_write_activity_copies_into_the_target_sites_tape_endpoint(
     }
     assert records.count() == 4
 
+    # A-DT: the recall activity of the same challenge stages what the tape write put on the tape, by default.
+    recall = Activity.objects.create(
+        challenge=challenge,
+        name="ATLAS A-DT",
+        experiment=atlas,
+        mode="A-DT",
+        kind=ActivityKind.STAGING,
+        start=challenge.start,
+        end=challenge.end,
+        file_count=3,
+    )
+    Target.objects.create(activity=recall, site=Site.objects.get(name="TB-TAPE"), direction="out", rate=1e9)
+    staging = runs.run_start(user=coordinator, activity=recall, parameters={"poll_interval": 0.5, "timeout": 120})
+    cleanup.append(staging)
+    written = set(RunFile.objects.filter(run=run).values_list("destination_url", flat=True))
+    assert len(staging.parameters["urls"]) == 3 and set(staging.parameters["urls"]) <= written
+    wait_for_run_end(staging, 150)
+    assert staging.state == "finished", staging.message
+    staged = TransferRecord.objects.filter(run=staging)
+    assert sorted((r.state, r.source_url) for r in staged) == sorted(("ok", url) for url in staging.parameters["urls"])
+
+
+def test_a_network_activity_run_measures_iperf3_to_its_sites_network_host(
+    registry: Testbed, coordinator: Any, worker: Path
+) -> None:
+    """The clock's network activity needs no parameters: TB-T0's network host is the testbed's iperf3 server."""
+    challenge = Challenge.objects.create(
+        name="Net", slug="net", start=datetime(2026, 1, 5, tzinfo=UTC), end=datetime(2026, 1, 26, tzinfo=UTC)
+    )
+    activity = Activity.objects.create(
+        challenge=challenge,
+        name="iperf3 baseline",
+        experiment=Experiment.objects.get(name="CMS"),
+        mode="network",
+        kind=ActivityKind.NETWORK,
+        start=challenge.start,
+        end=challenge.end,
+    )
+    Target.objects.create(activity=activity, site=Site.objects.get(name="TB-T0"), direction="in", rate=1e9)
+    run = runs.run_start(user=coordinator, activity=activity, parameters={"duration": 2})
+    assert (run.parameters["host"], run.parameters["port"]) == ("127.0.0.1", 21010)
+    wait_for_run_end(run, 60)
+    assert run.state == "finished", run.message
+    assert run.summary["ok"] and run.summary["rate"] > 0, run.summary
+    assert run.summary["pscheduler"]["succeeded"] is True
+
 
 def test_cancel_mid_run_stops_queued_files_and_aborts_copies_in_flight(
     registry: Testbed, coordinator: Any, worker: Path, cleanup: list[Run]
