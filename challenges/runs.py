@@ -537,7 +537,8 @@ def _starts_with_any(field: str, prefixes: Sequence[str]) -> Q:
 def _probe_plan(kind: str, activity: Activity | None, given: dict[str, Any], problems: _Problems) -> _Plan:
     """Parameters of the one-task kinds (staging, network, cache, io), checked for type and range; an activity's
     run takes what is not given from the plan (`_activity_probe_defaults`)."""
-    wanted = {ActivityKind.NETWORK: "host", ActivityKind.IO: "endpoint", ActivityKind.STAGING: "urls"}.get(kind, "")
+    needs: dict[str, str] = {ActivityKind.NETWORK: "host", ActivityKind.IO: "endpoint", ActivityKind.STAGING: "urls"}
+    wanted = needs.get(kind, "")
     why_missing: list[str] = []  # why the plan could not give it: said instead of the generic "required"
     if activity is not None and wanted and given.get(wanted) is None:
         given = {**_activity_probe_defaults(kind, activity, problems), **given}
