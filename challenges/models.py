@@ -194,6 +194,10 @@ class RunFile(models.Model):
     start = models.DateTimeField(null=True, blank=True)
     end = models.DateTimeField(null=True, blank=True)
     bytes = models.PositiveBigIntegerField(default=0, help_text="bytes moved by the successful try")
+    progress_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="bytes the try in flight has copied so far (gfal2's progress markers, every few seconds)"
+    )
+    progress_at = models.DateTimeField(null=True, blank=True, help_text="when progress_bytes was reported")
     mode = models.CharField(max_length=16, blank=True, help_text="what gfal2 really did: pull, push, streamed ...")
     error = models.TextField(blank=True)
     recorded = models.BooleanField(

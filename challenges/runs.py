@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
 from django.utils import timezone
 
 from results.choices import Origin, RecordState
@@ -154,6 +154,7 @@ class RunProgress:
     in_flight: int
     queued: int
     bytes_done: int
+    bytes_in_flight: int  # copied so far by the copies in flight, as their workers last reported
     rate: float | None
     eta_seconds: float | None
     started_at: datetime | None
@@ -195,16 +196,33 @@ def run_progress(run: Run) -> RunProgress:
         window_start = max(window_start, run.started_at)
     window = (now - window_start).total_seconds()
     rate: float | None = None
+    in_flight_bytes = 0
     if window > 0 and run.started_at:
+        # Each file's bytes spread over its real [start, end); a copy in flight counts what gfal2 last reported it
+        # had copied, spread over [start, reported at), so that large files show a rate before the first one ends.
+        spans = []
+        recent = RunFile.objects.filter(
+            Q(state=FileState.DONE, end__gt=window_start)
+            | Q(state=FileState.RUNNING, progress_bytes__gt=0, progress_at__isnull=False),
+            run=run,
+        )
+        for state, start, end, size, at, done in recent.values_list(
+            "state", "start", "end", "bytes", "progress_at", "progress_bytes"
+        ):
+            if state == FileState.DONE:
+                spans.append((start, end, size))
+            else:
+                in_flight_bytes += done
+                if at is not None and at > window_start:
+                    spans.append((start, at, done))
         moved = 0.0
-        ended = RunFile.objects.filter(run=run, state=FileState.DONE, end__gt=window_start)
-        for start, end, size in ended.values_list("start", "end", "bytes"):
+        for start, end, size in spans:
             if start is None or end is None:
                 continue
             seconds = (end - start).total_seconds()
             moved += size if seconds <= 0 else size * (end - max(start, window_start)).total_seconds() / seconds
         rate = moved / window
-    left = counts["size_left"] or 0
+    left = max((counts["size_left"] or 0) - in_flight_bytes, 0)
     eta = left / rate if rate and left and run.state not in RUN_ENDED else None
     return RunProgress(
         state=run.state,
@@ -216,6 +234,7 @@ def run_progress(run: Run) -> RunProgress:
         in_flight=counts["running"] + counts["dispatched"],
         queued=counts["queued"] - counts["dispatched"],
         bytes_done=counts["bytes_done"] or 0,
+        bytes_in_flight=in_flight_bytes,
         rate=rate,
         eta_seconds=eta,
         started_at=run.started_at,
@@ -795,7 +814,16 @@ def file_claim(file_id: int, attempt: int, task_id: str, worker: str) -> RunFile
     now = timezone.now()
     claimed = RunFile.objects.filter(
         pk=file_id, attempt=attempt, task_id=task_id, state=FileState.QUEUED, run__state=RunState.RUNNING
-    ).update(state=FileState.RUNNING, worker=worker, heartbeat=now, start=now, end=None, error="")
+    ).update(
+        state=FileState.RUNNING,
+        worker=worker,
+        heartbeat=now,
+        start=now,
+        end=None,
+        error="",
+        progress_bytes=0,
+        progress_at=None,
+    )
     if not claimed:
         return None
     return RunFile.objects.select_related("run", "run__activity").get(pk=file_id)
@@ -908,9 +936,17 @@ def files_record(file_ids: Sequence[int]) -> int:
     return stored
 
 
-def file_heartbeat(file_ids: Sequence[int]) -> None:
-    if file_ids:
-        RunFile.objects.filter(pk__in=file_ids, state=FileState.RUNNING).update(heartbeat=timezone.now())
+def file_heartbeat(file_ids: Sequence[int], *, progress: dict[int, int] | None = None) -> None:
+    """The worker copying these files is alive; `progress` (file id -> bytes copied so far) feeds the live rate."""
+    if not file_ids:
+        return
+    now = timezone.now()
+    RunFile.objects.filter(pk__in=file_ids, state=FileState.RUNNING).update(heartbeat=now)
+    if progress:
+        RunFile.objects.filter(pk__in=list(progress), state=FileState.RUNNING).update(
+            progress_bytes=Case(*[When(pk=pk, then=Value(done)) for pk, done in progress.items()]),
+            progress_at=now,
+        )
 
 
 def runs_stopped(run_ids: Sequence[int]) -> set[int]:

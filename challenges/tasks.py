@@ -8,6 +8,7 @@ copies (the reaper's sign of life) and aborts, with gfal2's ctx.cancel(), the co
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
@@ -47,6 +48,8 @@ class _Watcher:
         self.lock = threading.Lock()
         # file id -> run id, context, cancelled, and the monotonic time after which the copy is taken for hung
         self.copies: dict[int, tuple[int, Any, threading.Event, float]] = {}
+        # file id -> bytes copied so far, as gfal2 last reported them (written by the copying threads)
+        self.progress: dict[int, int] = {}
         self.thread: threading.Thread | None = None
 
     def add(self, file_id: int, run_id: int, ctx: Any, cancelled: threading.Event, *, hung_after: float) -> None:
@@ -59,6 +62,12 @@ class _Watcher:
     def remove(self, file_id: int) -> None:
         with self.lock:
             self.copies.pop(file_id, None)
+            self.progress.pop(file_id, None)
+
+    def report(self, file_id: int, done: int) -> None:
+        with self.lock:
+            if file_id in self.copies:
+                self.progress[file_id] = done
 
     def _loop(self) -> None:
         last_beat = 0.0
@@ -66,6 +75,7 @@ class _Watcher:
             time.sleep(WATCH_INTERVAL)
             with self.lock:
                 copies = dict(self.copies)
+                progress = dict(self.progress)
             if not copies:
                 continue
             try:
@@ -80,7 +90,7 @@ class _Watcher:
                     # A copy past its timeout and grace gets no more heartbeats: gfal2 cannot always stop a hung
                     # XRootD copy (nor can ctx.cancel()), and the reaper then ends the try as timed out.
                     alive = [file_id for file_id, (_, _, _, hung_at) in copies.items() if now < hung_at]
-                    runs.file_heartbeat(sorted(alive))
+                    runs.file_heartbeat(sorted(alive), progress={k: v for k, v in progress.items() if k in alive})
                     last_beat = now
             except Exception:  # the database may be away a moment; the next round tries again
                 logger.exception("run watcher")
@@ -139,6 +149,7 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 timeout=int(parameters.get("timeout") or 300),
                 checksum=str(parameters.get("checksum") or "ADLER32"),
                 cancel=cancelled,
+                progress=functools.partial(_watcher.report, file.pk),
             )
         except Exception as exc:  # a bug or an odd URL must still end the file, with the reason
             now = utcnow()

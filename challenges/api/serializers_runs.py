@@ -25,6 +25,9 @@ class RunProgressSerializer(serializers.Serializer[Any]):
     in_flight = serializers.IntegerField()
     queued = serializers.IntegerField()
     bytes_done = serializers.IntegerField(help_text="bytes of the files done")
+    bytes_in_flight = serializers.IntegerField(
+        help_text="bytes the copies in flight have copied so far (reported by the workers every few seconds)"
+    )
     rate = serializers.FloatField(
         allow_null=True, help_text="aggregate rate over the last 60 s, B/s; null before it starts"
     )

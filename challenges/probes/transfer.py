@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -94,13 +95,16 @@ def transfer_file(
     overwrite: bool = True,
     expected_checksum: str = "",
     cancel: threading.Event | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> FileOutcome:
     """Copy source_url to destination_url once and say how it went: real start and end, bytes (the source's
     size), the mode gfal2 actually used, the checksum both ends agreed on, gfal2's events in details.
 
     checksum: "ADLER32" (or another algorithm gfal2 knows) checked at both ends, or "none". expected_checksum:
     the value the source must have (gfal2 compares it too). `cancel`, when given and set by the caller, marks a
-    failure after ctx.cancel() as cancelled."""
+    failure after ctx.cancel() as cancelled. `progress`, when given, is called with the bytes copied so far each
+    time gfal2 reports them (its monitor callback: about every 5 s, from the servers' performance markers for
+    third-party copies; a copy shorter than that reports nothing)."""
     if mode not in (None, "", *MODES):
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = ctx.transfer_parameters()
@@ -123,6 +127,13 @@ def transfer_file(
             copy_types.append(description)
 
     params.event_callback = on_event
+    if progress is not None:
+        report = progress
+
+        def on_progress(*marker: Any) -> None:  # source, destination, average, instant, bytes so far, elapsed
+            report(int(marker[4]))
+
+        params.monitor_callback = on_progress
     details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": events}
     start = utcnow()
     try:

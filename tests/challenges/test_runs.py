@@ -205,6 +205,31 @@ def test_progress_counts_files_bytes_and_the_rate_of_the_last_minute(coordinator
     assert progress.to_dict()["started_at"].endswith("+00:00")
 
 
+def test_copies_in_flight_count_in_the_rate_and_eta_by_what_their_workers_reported(coordinator: Any) -> None:
+    """Two 5 GB copies started 100 s ago, nothing ended yet: the workers' heartbeats reported 1 GB and 2 GB copied,
+    10 s ago. Spread over [start, reported at) = 90 s, the last 60 s (30 s into the report) hold 50/90 of
+    each: 3 GB x 50/90 / 60 s. The ETA is what is left (10 GB - 3 GB) at that rate."""
+    run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_size=5 * 10**9, file_count=2))
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(state="running", started_at=now - timedelta(seconds=100))
+    run.refresh_from_db()
+    files = list(run.files.order_by("index"))
+    for file in files:
+        RunFile.objects.filter(pk=file.pk).update(state="running", attempt=1, start=now - timedelta(seconds=100))
+    before = runs.run_progress(run)
+    assert (before.rate, before.bytes_in_flight) == (0.0, 0)
+    runs.file_heartbeat([f.pk for f in files], progress={files[0].pk: 10**9, files[1].pk: 2 * 10**9})
+    RunFile.objects.filter(run=run).update(progress_at=now - timedelta(seconds=10))
+    progress = runs.run_progress(run)
+    assert progress.bytes_in_flight == 3 * 10**9
+    assert progress.rate == pytest.approx(3e9 * 50 / 90 / 60, rel=0.01)
+    assert progress.eta_seconds == pytest.approx(7e9 / progress.rate, rel=0.01)
+    # a new try starts from nothing
+    RunFile.objects.filter(pk=files[0].pk).update(state="queued", task_id="t2", attempt=2)
+    claimed = runs.file_claim(files[0].pk, 2, "t2", "w@host")
+    assert claimed is not None and (claimed.progress_bytes, claimed.progress_at) == (0, None)
+
+
 @override_settings(DISPATCH_WORKER_LOST_AFTER=30)
 def test_the_reaper_retries_a_lost_file_once_then_fails_it_with_worker_lost(coordinator: Any) -> None:
     run = runs.run_start(user=coordinator, kind="transfer", parameters=adhoc(file_count=1, concurrency=1))

@@ -404,6 +404,35 @@ def test_a_network_activity_run_measures_iperf3_to_its_sites_network_host(
     assert run.summary["pscheduler"]["succeeded"] is True
 
 
+def test_a_slow_copy_shows_its_bytes_and_a_rate_before_it_ends(
+    registry: Testbed, coordinator: Any, worker: Path, cleanup: list[Run]
+) -> None:
+    """One 40 MB file from the throttled origin (4 MB/s, about 10 s) over HTTP: gfal2's progress markers reach
+    the run's figures through the worker's heartbeats while the copy is still running."""
+    run = start(
+        coordinator,
+        cleanup,
+        source=registry.endpoint("origin.root").url,
+        destinations=[registry.endpoint("t1a.https").url],
+        file_size=40 * MB,
+        file_count=1,
+        concurrency=1,
+        checksum="none",
+    )
+    wait_for(
+        lambda: RunFile.objects.filter(run=run, state="running", progress_bytes__gt=0).exists(),
+        60,
+        "a progress report of the copy in flight",
+    )
+    run.refresh_from_db()
+    progress = runs.run_progress(run)
+    assert progress.files_done == 0 and 0 < progress.bytes_in_flight < 40 * MB
+    assert progress.rate and progress.rate > 0
+    wait_for_run_end(run, 90)
+    assert run.state == "finished", run.message
+    assert runs.run_progress(run).bytes_in_flight == 0
+
+
 def test_cancel_mid_run_stops_queued_files_and_aborts_copies_in_flight(
     registry: Testbed, coordinator: Any, worker: Path, cleanup: list[Run]
 ) -> None:
