@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -114,11 +114,18 @@ def _challenge_records(challenge: Challenge) -> Q:
     return Q(end__gte=challenge.start, end__lt=challenge.end)
 
 
+# Re-categorisations take it in turn: each reads the rules only once the one before it has committed, so the
+# last to finish applies the latest rules (two rule changes in quick succession send two tasks).
+RECATEGORIZE_LOCK = 0x72637467
+
+
 @transaction.atomic
 def failures_recategorize(*, challenge: Challenge | None = None) -> int:
     """Apply the current rules to every stored failed record (of one challenge's window, or all) in one UPDATE:
     a CASE with one branch per enabled rule in order, so the first matching rule wins as in Python. Only rows
     whose category changes are written. Returns how many changed."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RECATEGORIZE_LOCK])
     rules = list(FailureRule.objects.filter(enabled=True).order_by("position", "id").values_list("pattern", "category"))
     branches = " ".join("WHEN r.error_message ~* %s THEN %s" for _ in rules)
     case = f"CASE {branches} ELSE %s END" if rules else "%s"
@@ -136,6 +143,16 @@ def failures_recategorize(*, challenge: Challenge | None = None) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, case_params + where_params)
         return int(cursor.rowcount)
+
+
+def failures_recategorize_on_commit() -> None:
+    """Re-categorise every stored failed record once the transaction that changed the rules commits (every writer
+    of the rules calls this: pages, API, admin). In a Celery task: one pass matches every failed record against the
+    rules, about 20 s for 500,000 records, which no request should wait for; records stored meanwhile are
+    categorised with the new rules as they arrive."""
+    from .tasks import failures_recategorize_task
+
+    transaction.on_commit(failures_recategorize_task.delay)
 
 
 # --- the causes of a challenge's failures -----------------------------------------------------------------------
@@ -197,15 +214,20 @@ class ChallengeFailures:
         ]
 
 
-def challenge_failed_records(*, challenge: Challenge, experiment_id: int | None = None) -> QuerySet[TransferRecord]:
+def challenge_failed_records(
+    *, challenge: Challenge, experiment_ids: Collection[int] | None = None
+) -> QuerySet[TransferRecord]:
+    """The failed records of a challenge, of these experiments only (None for all, with those of no experiment)."""
     records = TransferRecord.objects.filter(_challenge_records(challenge), state=RecordState.FAILED)
-    return records if experiment_id is None else records.filter(experiment_id=experiment_id)
+    return records if experiment_ids is None else records.filter(experiment_id__in=experiment_ids)
 
 
-def failures_for_challenge(*, challenge: Challenge, experiment_id: int | None = None) -> ChallengeFailures:
+def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> ChallengeFailures:
     """Counts per category and the most common messages per link and mode, and failures per hour and category
-    (four queries, whatever the number of links)."""
-    failed = challenge_failed_records(challenge=challenge, experiment_id=experiment_id)
+    (four queries, whatever the number of links), of these experiments only (see challenge_failed_records)."""
+    if experiment_ids is not None and not experiment_ids:  # no experiment to read (and an empty IN cannot be SQL)
+        return ChallengeFailures(links=[], categories=[], hourly={})
+    failed = challenge_failed_records(challenge=challenge, experiment_ids=experiment_ids)
     link = ("source_site_id", "destination_site_id", "mode")
     counts = failed.values(*link, "error_category").annotate(n=Count("id")).order_by()
     base_sql, base_params = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,17 +95,18 @@ class Matrix:
 MATRIX_CACHE_PREFIX = "results:matrix:v1:"
 
 
-def _rollup_groups(*, challenge: Challenge, experiment_id: int | None) -> list[dict[str, Any]]:
+def _rollup_groups(*, challenge: Challenge, experiment_ids: Collection[int] | None) -> list[dict[str, Any]]:
     """The rollup of the challenge's window grouped by link, mode and concurrency: cached under the rollup versions
-    of the experiments it reads (all of them, with records of no experiment, when experiment_id is None), so a
+    of the experiments it reads (all of them, with records of no experiment, when experiment_ids is None), so a
     write to any of them gives another key; computed when any of them was never written through a writer."""
     versions = RollupVersion.objects.order_by("experiment_id")
-    if experiment_id is not None:
-        versions = versions.filter(experiment_id=experiment_id)
+    if experiment_ids is not None:
+        experiment_ids = sorted(set(experiment_ids))
+        versions = versions.filter(experiment_id__in=experiment_ids)
     current = list(versions.values_list("experiment_id", "version", "changed_at"))
     key = None
     if current:
-        parts = (challenge.start.isoformat(), challenge.end.isoformat(), experiment_id, repr(current))
+        parts = (challenge.start.isoformat(), challenge.end.isoformat(), experiment_ids, repr(current))
         key = MATRIX_CACHE_PREFIX + hashlib.sha256(repr(parts).encode()).hexdigest()
         cached = results_cache_get([key])
         if key in cached:
@@ -117,8 +118,8 @@ def _rollup_groups(*, challenge: Challenge, experiment_id: int | None) -> list[d
         source_site_id__isnull=False,
         destination_site_id__isnull=False,
     )
-    if experiment_id is not None:
-        rollup = rollup.filter(experiment_id=experiment_id)
+    if experiment_ids is not None:
+        rollup = rollup.filter(experiment_id__in=experiment_ids)
     groups = list(
         rollup.values("source_site_id", "destination_site_id", "mode", "concurrency")
         .annotate(volume=Sum("bytes"), ok=Sum("files_ok"), failed=Sum("files_failed"))
@@ -132,19 +133,20 @@ def _rollup_groups(*, challenge: Challenge, experiment_id: int | None) -> list[d
 def matrix_for_challenge(
     *,
     challenge: Challenge,
-    experiment_id: int | None = None,
+    experiment_ids: Collection[int] | None = None,
     mode: str | None = None,
     concurrency: int | None = None,
     split: Sequence[str] = (),
 ) -> Matrix:
-    """The matrix of a challenge (optionally one experiment), for one mode and / or concurrency or all of them,
+    """The matrix of a challenge (of these experiments only, e.g. those the reader may see; None for all, with the
+    records of no experiment), for one mode and / or concurrency or all of them,
     with cells split by `split` (any of "mode", "concurrency"). One query for the rollup versions, one on the rollup
     grouped by link, mode and concurrency (a few hundred groups at most; skipped when cached for these versions),
     then selected and summed here; plus one for the site names."""
     unknown = set(split) - set(SPLITS)
     if unknown:
         raise ValueError(f"cannot split by {', '.join(sorted(unknown))}: only by {', '.join(SPLITS)}")
-    groups = _rollup_groups(challenge=challenge, experiment_id=experiment_id)
+    groups = _rollup_groups(challenge=challenge, experiment_ids=experiment_ids)
     names = dict(
         Site.objects.filter(
             pk__in={g["source_site_id"] for g in groups} | {g["destination_site_id"] for g in groups}

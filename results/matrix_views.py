@@ -1,6 +1,7 @@
 """Results pages: the FROM x TO matrix, the records behind it, the failure causes and the coordinators' failure
 rules. Every table exports as ?format=csv or ?format=json (&table=NAME where a page has several); the records
-stream, bounded by their filters."""
+stream, bounded by their filters. Readers who are DDM services see their own experiment's records only, as in the
+rates table and the API."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.db.models import QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -23,6 +25,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from challenges.api.views import visible_experiment_ids
 from challenges.models import Challenge
 from challenges.views import PLOTLY_VERSION, coordinator_required, read_access
 from reports.selectors import report_markers
@@ -66,6 +69,22 @@ def _experiment(request: HttpRequest) -> Experiment | None:
     return Experiment.objects.filter(name__iexact=name).first() if name else None
 
 
+def _experiment_ids(request: HttpRequest, experiment: Experiment | None) -> set[int] | None:
+    """The experiments whose records a page shows: those the reader may see (None: all; a DDM service: its own, as
+    in the rates table), narrowed to the selected one. Selecting an experiment one may not see selects nothing."""
+    visible = visible_experiment_ids(request.user)
+    if experiment is None:
+        return visible
+    return {experiment.pk} if visible is None or experiment.pk in visible else set()
+
+
+def _experiment_choices(request: HttpRequest) -> QuerySet[Experiment]:
+    """The experiments the selector offers: those the reader may see."""
+    visible = visible_experiment_ids(request.user)
+    experiments = Experiment.objects.order_by("name")
+    return experiments if visible is None else experiments.filter(pk__in=visible)
+
+
 # --- the matrix -----------------------------------------------------------------------------------------------
 
 MATRIX_COLUMNS = [
@@ -104,7 +123,7 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
     split = [part for part in request.GET.get("split", "").split(",") if part in matrix.SPLITS]
     result = matrix.matrix_for_challenge(
         challenge=challenge,
-        experiment_id=experiment.pk if experiment else None,
+        experiment_ids=_experiment_ids(request, experiment),
         mode=mode,
         concurrency=concurrency,
         split=split if _wants_export(request) else (),
@@ -136,7 +155,7 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": [(source, markers.get(source), row) for source, row in grid],
         "columns": [(site, markers.get(site)) for site in result.sites],
         "reports_url": reverse("reports:list", args=[slug]),
-        "experiments": Experiment.objects.order_by("name"),
+        "experiments": _experiment_choices(request),
         "experiment": experiment,
         "heatmap": matrix.matrix_heatmap_figure(matrix=result),
         "plotly_version": PLOTLY_VERSION,
@@ -252,7 +271,7 @@ def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
     Exports: ?table=causes (default), messages or hourly."""
     challenge = get_object_or_404(Challenge, slug=slug)
     experiment = _experiment(request)
-    result = failures.failures_for_challenge(challenge=challenge, experiment_id=experiment.pk if experiment else None)
+    result = failures.failures_for_challenge(challenge=challenge, experiment_ids=_experiment_ids(request, experiment))
     if _wants_export(request):
         table = request.GET.get("table", "causes")
         if table == "messages":
@@ -286,7 +305,7 @@ def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
         "challenge": challenge,
         "failures": result,
         "links": links,
-        "experiments": Experiment.objects.order_by("name"),
+        "experiments": _experiment_choices(request),
         "experiment": experiment,
         "hourly": failures.failures_hourly_figure(failures=result, start=challenge.start, end=challenge.end),
         "plotly_version": PLOTLY_VERSION,
@@ -296,6 +315,11 @@ def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 # --- the coordinators' failure rules --------------------------------------------------------------------------
+
+RECATEGORIZING = (
+    "The stored failed records are being re-categorised in the background (minutes for millions of records); "
+    "the failure causes show the new categories when it is done."
+)
 
 
 def _rules_page(request: HttpRequest, form: FailureRuleForm) -> HttpResponse:
@@ -317,7 +341,8 @@ def failure_rules(request: HttpRequest) -> HttpResponse:
     form = FailureRuleForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         rule = form.save()
-        messages.success(request, f"Rule {rule.pattern!r} added; re-categorise to apply it to stored records.")
+        failures.failures_recategorize_on_commit()
+        messages.success(request, f"Rule {rule.pattern!r} added. {RECATEGORIZING}")
         return redirect("results-matrix:failure_rules")
     return _rules_page(request, form)
 
@@ -328,7 +353,8 @@ def failure_rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
     form = FailureRuleForm(request.POST or None, instance=rule)
     if request.method == "POST" and form.is_valid():
         form.save()
-        messages.success(request, f"Rule {rule.pattern!r} saved; re-categorise to apply it to stored records.")
+        failures.failures_recategorize_on_commit()
+        messages.success(request, f"Rule {rule.pattern!r} saved. {RECATEGORIZING}")
         return redirect("results-matrix:failure_rules")
     return render(request, "results/failures_rule_form.html", {"form": form, "rule": rule})
 
@@ -340,14 +366,17 @@ def failure_rule_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
     rule = get_object_or_404(FailureRule, pk=pk)
     if action in ("up", "down"):
         failures.failure_rule_move(rule=rule, offset=-1 if action == "up" else 1)
+        messages.success(request, f"Rule {rule.pattern!r} moved {action}. {RECATEGORIZING}")
     elif action in ("enable", "disable"):
         rule.enabled = action == "enable"
         rule.save(update_fields=["enabled"])
+        messages.success(request, f"Rule {rule.pattern!r} {action}d. {RECATEGORIZING}")
     elif action == "delete":
         rule.delete()
-        messages.success(request, f"Rule {rule.pattern!r} deleted.")
+        messages.success(request, f"Rule {rule.pattern!r} deleted. {RECATEGORIZING}")
     else:
         raise Http404(action)
+    failures.failures_recategorize_on_commit()
     return redirect("results-matrix:failure_rules")
 
 

@@ -3,106 +3,17 @@ minute they ended. Incremental (in the transaction that stores records) and a fu
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
 
-from .choices import RecordState
-from .models import TransferRecord
-
 MINUTE = timedelta(minutes=1)
-RollupKey = tuple[datetime, int | None, int | None, int | None, str, int | None]
 
 
 def minute_floor(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0)
-
-
-def spread(*, start: datetime, end: datetime, size: float) -> list[tuple[datetime, float]]:
-    """size spread uniformly over [start, end), as (minute, bytes) pairs; all in start's minute when end == start."""
-    if end <= start:
-        return [(minute_floor(start), float(size))]
-    duration = (end - start).total_seconds()
-    pieces = []
-    minute = minute_floor(start)
-    while minute < end:
-        overlap = (min(end, minute + MINUTE) - max(start, minute)).total_seconds()
-        pieces.append((minute, size * overlap / duration))
-        minute += MINUTE
-    return pieces
-
-
-def rollup_deltas(records: Iterable[TransferRecord]) -> dict[RollupKey, list[float]]:
-    """What the records add to the rollup: {key: [bytes, files_ok, files_failed]}."""
-    deltas: dict[RollupKey, list[float]] = defaultdict(lambda: [0.0, 0, 0])
-    for record in records:
-        base = (
-            record.experiment_id,
-            record.source_site_id,
-            record.destination_site_id,
-            record.mode or "",
-            record.concurrency,
-        )
-        if record.state == RecordState.OK:
-            for minute, part in spread(start=record.start, end=record.end, size=record.bytes):
-                deltas[(minute, *base)][0] += part
-            deltas[(minute_floor(record.end), *base)][1] += 1
-        elif record.state == RecordState.FAILED:
-            deltas[(minute_floor(record.end), *base)][2] += 1
-    return deltas
-
-
-UPSERT = """
-INSERT INTO results_raterollup
-    (minute, experiment_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok, files_failed)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT ON CONSTRAINT rollup_unique_key DO UPDATE SET
-    bytes = results_raterollup.bytes + EXCLUDED.bytes,
-    files_ok = results_raterollup.files_ok + EXCLUDED.files_ok,
-    files_failed = results_raterollup.files_failed + EXCLUDED.files_failed
-"""
-
-
-FlowKey = tuple[int, str, int, int, datetime]
-
-
-def flow_deltas(deltas: dict[RollupKey, list[float]]) -> dict[FlowKey, list[float]]:
-    """The same deltas per flow: into the destination, out of the source, over the link (known sites only)."""
-    flows: dict[FlowKey, list[float]] = defaultdict(lambda: [0.0, 0, 0])
-    for (minute, experiment, source, destination, _mode, _concurrency), value in deltas.items():
-        if experiment is None:
-            continue
-        keys: list[FlowKey] = []
-        if destination is not None:
-            keys.append((experiment, "in", destination, 0, minute))
-        if source is not None:
-            keys.append((experiment, "out", source, 0, minute))
-        if source is not None and destination is not None:
-            keys.append((experiment, "link", source, destination, minute))
-        for key in keys:
-            total = flows[key]
-            total[0] += value[0]
-            total[1] += value[1]
-            total[2] += value[2]
-    return flows
-
-
-FLOW_UPSERT = """
-INSERT INTO results_flowrollup (experiment_id, flow, site_id, peer_id, minute, bytes, files_ok, files_failed)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (experiment_id, flow, site_id, peer_id, minute) DO UPDATE SET
-    bytes = results_flowrollup.bytes + EXCLUDED.bytes,
-    files_ok = results_flowrollup.files_ok + EXCLUDED.files_ok,
-    files_failed = results_flowrollup.files_failed + EXCLUDED.files_failed
-"""
-
-
-def _sort_key(key: tuple[object, ...]) -> tuple[str, ...]:
-    # One order for every writer, so that concurrent upserts take row locks in the same order.
-    return tuple("" if value is None else str(value) for value in key)
 
 
 VERSION_BUMP = """
@@ -120,24 +31,6 @@ def rollup_versions_bump(experiment_ids: Iterable[int | None]) -> None:
     if ids:
         with connection.cursor() as cursor:
             cursor.execute(VERSION_BUMP, [ids])
-
-
-def rollup_add(*, records: Iterable[TransferRecord]) -> int:
-    """Add new records to both rollups (call inside the transaction that stored them). Returns rows touched."""
-    deltas = rollup_deltas(records)
-    rollup_versions_bump(key[1] for key in deltas)
-    rows: list[tuple[Any, ...]] = [
-        (*key, *value) for key, value in sorted(deltas.items(), key=lambda item: _sort_key(item[0]))
-    ]
-    flows: list[tuple[Any, ...]] = [
-        (*key, *value) for key, value in sorted(flow_deltas(deltas).items(), key=lambda item: _sort_key(item[0]))
-    ]
-    with connection.cursor() as cursor:
-        if rows:
-            cursor.executemany(UPSERT, rows)
-        if flows:
-            cursor.executemany(FLOW_UPSERT, flows)
-    return len(rows)
 
 
 # --- the rollups kept in SQL: deltas of a set of records computed and upserted by PostgreSQL ------------------

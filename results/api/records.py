@@ -20,7 +20,12 @@ from challenges.models import Challenge
 from sites.models import Experiment, Site
 
 from ..choices import ErrorCategory, RecordState
-from ..failures import failure_pattern_problem, failure_rule_next_position, failures_recategorize
+from ..failures import (
+    failure_pattern_problem,
+    failure_rule_next_position,
+    failures_recategorize,
+    failures_recategorize_on_commit,
+)
 from ..models import FailureRule, TransferRecord
 
 RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
@@ -139,13 +144,26 @@ class FailureRuleSerializer(serializers.ModelSerializer[FailureRule]):
 
 
 class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
-    """The ordered rules that sort error messages into failure categories. Coordinators write; re-categorise
-    the stored records after a change with POST .../recategorize/."""
+    """The ordered rules that sort error messages into failure categories. Coordinators write; every change
+    re-categorises the stored failed records in the background once committed (POST .../recategorize/ does it
+    now, for one challenge or all)."""
 
     queryset = FailureRule.objects.order_by("position", "id")
     serializer_class = FailureRuleSerializer
     permission_classes = [PlanPermission]
     filterset_fields = ["category", "enabled"]
+
+    def perform_create(self, serializer: serializers.BaseSerializer[FailureRule]) -> None:
+        super().perform_create(serializer)
+        failures_recategorize_on_commit()
+
+    def perform_update(self, serializer: serializers.BaseSerializer[FailureRule]) -> None:
+        super().perform_update(serializer)
+        failures_recategorize_on_commit()
+
+    def perform_destroy(self, instance: FailureRule) -> None:
+        super().perform_destroy(instance)
+        failures_recategorize_on_commit()
 
     @extend_schema(
         request=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -308,3 +309,173 @@ def test_a_viewer_reads_but_cannot_write_the_rules_api() -> None:
     assert client.get("/api/v1/failure-rules/").json()["count"] == FailureRule.objects.count() > 0
     assert client.post("/api/v1/failure-rules/", {"pattern": "x", "category": "other"}).status_code == 403
     assert client.post("/api/v1/failure-rules/recategorize/").status_code == 403
+
+
+# --- stored records follow the rules: every write of the rules re-categorises them after it commits -----------
+
+QUOTA = "door said: quota exceeded"  # "other" by the default rules
+
+
+@pytest.fixture
+def tasks_run_here() -> Iterator[None]:
+    """Celery tasks run in this process as they are sent: the code a worker runs, against the test database."""
+    from portal.celery import app
+
+    before = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = before
+
+
+@pytest.fixture
+def quota(world: dict[str, Any], tasks_run_here: None) -> FailureRule:
+    """A stored failure categorised by a rule "quota exceeded" -> permission, after the default rules."""
+    records_store(records=[failed(world, QUOTA)])
+    quota_rule = rule("quota exceeded", "permission", 1000)
+    failures_recategorize()
+    assert TransferRecord.objects.get().error_category == "permission"
+    return quota_rule
+
+
+def category() -> str:
+    return TransferRecord.objects.get().error_category
+
+
+def coordinator_api() -> APIClient:
+    user = get_user_model().objects.create_user("rules-api")
+    membership_grant(user=user, role="coordinator")
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_a_rule_added_on_the_page_recategorises_stored_records_after_the_commit(
+    client: Client, quota: FailureRule, django_capture_on_commit_callbacks: Any
+) -> None:
+    coordinator = logged_in(client, "coordinator")
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = coordinator.post(
+            "/results/failures/rules/", {"pattern": "quota", "category": "staging", "position": 1, "enabled": "on"}
+        )
+    assert response.status_code == 302
+    assert category() == "permission"  # not before the rule is committed
+    for callback in callbacks:
+        callback()
+    assert category() == "staging"
+    assert "re-categorised in the background" in coordinator.get("/results/failures/rules/").content.decode()
+
+
+def test_a_rule_edited_on_the_page_recategorises_stored_records(
+    client: Client, quota: FailureRule, django_capture_on_commit_callbacks: Any
+) -> None:
+    coordinator = logged_in(client, "coordinator")
+    with django_capture_on_commit_callbacks(execute=True):
+        coordinator.post(
+            f"/results/failures/rules/{quota.pk}/edit/",
+            {"pattern": "quota exceeded", "category": "staging", "position": 1000, "enabled": "on"},
+        )
+    assert category() == "staging"
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("disable", "staging"), ("enable", "permission")],
+        [("delete", "staging")],
+        [("down", "staging"), ("up", "permission")],
+    ],
+    ids=["disable-enable", "delete", "down-up"],
+)
+def test_a_rule_disabled_enabled_deleted_or_moved_on_the_page_recategorises_stored_records(
+    client: Client, quota: FailureRule, django_capture_on_commit_callbacks: Any, steps: list[tuple[str, str]]
+) -> None:
+    rule("quota", "staging", 1001)  # matches too, after the quota rule
+    coordinator = logged_in(client, "coordinator")
+    for action, expected in steps:
+        with django_capture_on_commit_callbacks(execute=True):
+            assert coordinator.post(f"/results/failures/rules/{quota.pk}/{action}/").status_code == 302
+        assert category() == expected, action
+
+
+def test_rules_written_through_the_api_recategorise_stored_records(
+    quota: FailureRule, django_capture_on_commit_callbacks: Any
+) -> None:
+    client = coordinator_api()
+    with django_capture_on_commit_callbacks(execute=True):
+        added = client.post(
+            "/api/v1/failure-rules/", {"pattern": "quota", "category": "staging", "position": 1}, format="json"
+        )
+    assert added.status_code == 201 and category() == "staging"
+    with django_capture_on_commit_callbacks(execute=True):
+        client.patch(f"/api/v1/failure-rules/{added.json()['id']}/", {"position": 2000}, format="json")
+    assert category() == "permission"
+    with django_capture_on_commit_callbacks(execute=True):
+        client.put(
+            f"/api/v1/failure-rules/{quota.pk}/",
+            {"pattern": "quota exceeded", "category": "file-exists", "position": 1000, "enabled": True},
+            format="json",
+        )
+    assert category() == "file-exists"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.delete(f"/api/v1/failure-rules/{quota.pk}/").status_code == 204
+    assert category() == "staging"
+
+
+@pytest.fixture
+def admin_client(client: Client) -> Client:
+    client.force_login(get_user_model().objects.create_superuser("admin", "admin@example.org", "x"))
+    return client
+
+
+def test_a_rule_added_or_changed_in_the_admin_recategorises_stored_records(
+    admin_client: Client, quota: FailureRule, django_capture_on_commit_callbacks: Any
+) -> None:
+    fields = {"pattern": "quota", "category": "staging", "position": 1, "enabled": "on", "note": ""}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert admin_client.post("/admin/results/failurerule/add/", fields).status_code == 302
+    assert category() == "staging"
+    added = FailureRule.objects.get(pattern="quota")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            f"/admin/results/failurerule/{added.pk}/change/", fields | {"category": "checksum"}
+        )
+    assert response.status_code == 302 and category() == "checksum"
+    changelist = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-0-id": str(added.pk),  # "enabled" left out: unticked
+        "_save": "Save",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        assert admin_client.post("/admin/results/failurerule/", changelist).status_code == 302
+    assert not FailureRule.objects.get(pk=added.pk).enabled and category() == "permission"
+
+
+def test_a_rule_deleted_in_the_admin_recategorises_stored_records(
+    admin_client: Client, quota: FailureRule, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(f"/admin/results/failurerule/{quota.pk}/delete/", {"post": "yes"})
+    assert category() == "other"
+
+
+def test_rules_deleted_in_bulk_in_the_admin_recategorise_stored_records(
+    admin_client: Client, quota: FailureRule, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            "/admin/results/failurerule/",
+            {"action": "delete_selected", "_selected_action": [str(quota.pk)], "post": "yes"},
+        )
+    assert response.status_code == 302 and not FailureRule.objects.filter(pk=quota.pk).exists()
+    assert category() == "other"
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # the default rules come back afterwards
+def test_a_celery_worker_recategorises_the_committed_records(world: dict[str, Any], celery_worker_process: str) -> None:
+    from results.tasks import failures_recategorize_task
+
+    records_store(records=[failed(world, QUOTA)])
+    rule("quota exceeded", "permission", 1000)
+    assert failures_recategorize_task.apply_async(queue=celery_worker_process).get(timeout=60) == 1
+    assert category() == "permission"

@@ -136,7 +136,7 @@ def test_the_matrix_selects_one_concurrency_and_one_experiment(two_links: dict[s
     only_40 = matrix_for_challenge(challenge=two_links["challenge"], concurrency=40)
     assert cells_by_link(only_40)[("CERN", "CNAF", None, 40)].volume == pytest.approx((360 + 3600) * GB)
     atlas_40 = matrix_for_challenge(
-        challenge=two_links["challenge"], concurrency=40, experiment_id=two_links["atlas"].pk
+        challenge=two_links["challenge"], concurrency=40, experiment_ids=[two_links["atlas"].pk]
     )
     assert cells_by_link(atlas_40)[("CERN", "CNAF", None, 40)].volume == pytest.approx(360 * GB)
 
@@ -167,7 +167,7 @@ def test_the_matrix_of_one_experiment_is_cached_apart_from_the_whole(two_links: 
     challenge = two_links["challenge"]
     records_store(records=[record(two_links, destination="kit", size=60 * GB, experiment="cms")])
     assert len(matrix_for_challenge(challenge=challenge).cells) == 3  # cached for all experiments
-    cms_only = matrix_for_challenge(challenge=challenge, experiment_id=two_links["cms"].id)
+    cms_only = matrix_for_challenge(challenge=challenge, experiment_ids=[two_links["cms"].id])
     assert [(cell.source, cell.destination, cell.volume) for cell in cms_only.cells] == [("CERN", "KIT", 60 * GB)]
 
 
