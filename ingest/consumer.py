@@ -4,7 +4,9 @@ Messages are taken with client-individual acknowledgements and acknowledged only
 is committed, so a crash or a broker restart loses nothing: unacknowledged messages are delivered again, and the
 records' unique ids make a second delivery a duplicate. After a lost connection it reconnects (with a growing
 pause) and subscribes again; messages received on the old connection and not yet stored are dropped, because the
-broker redelivers them.
+broker redelivers them. A database error (PostgreSQL restarting, a dropped connection) is handled the same way:
+the batch is not acknowledged, and after a growing pause the consumer reconnects to the broker, which delivers
+the batch again.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from typing import Any
 import orjson
 import stomp
 import stomp.exception
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
+from django.db import connection as db_connection
 
 from .services import IngestResult, InvalidItem, ingest_items
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 15.0  # seconds for the broker to answer CONNECT
+DATABASE_PAUSE, DATABASE_PAUSE_MAX = 0.5, 30.0  # seconds to wait after a database error, doubled up to the max
 
 
 @dataclass
@@ -98,6 +102,7 @@ class StompConsumer:
         self.stopping = threading.Event()
         self._deliveries: queue.Queue[_Delivery] = queue.Queue()
         self._generation = 0
+        self._database_pause = DATABASE_PAUSE
 
     def stop(self) -> None:
         self.stopping.set()
@@ -164,7 +169,12 @@ class StompConsumer:
         while not self.stopping.is_set():
             batch = self._take(generation, listener)
             if batch:
-                self._store(connection, batch)
+                try:
+                    self._store(connection, batch)
+                except DatabaseError as exc:
+                    self._database_failed(exc)
+                    return  # a new broker connection, on which the broker delivers the batch again
+                self._database_pause = DATABASE_PAUSE
                 if until is not None and until(self.stats):
                     return
             if listener.lost.is_set() or not connection.is_connected():
@@ -186,6 +196,21 @@ class StompConsumer:
             if delivery.generation == generation:  # older ones are redelivered on this connection
                 batch.append(delivery)
         return batch
+
+    def _database_failed(self, exc: DatabaseError) -> None:
+        """After a database error nothing of the batch is committed, and it is not acknowledged: the broker delivers
+        it again once this connection to it is closed. The database connection is closed (it may be broken: the
+        next batch opens a new one), and the consumer waits, longer each time, for PostgreSQL to come back, rather
+        than dying or taking the next batch only to fail again."""
+        log.warning(
+            "database error (%s); the batch is not acknowledged, retrying in %.1f s",
+            str(exc).strip() or repr(exc),
+            self._database_pause,
+        )
+        with contextlib.suppress(DatabaseError):
+            db_connection.close()
+        self.stopping.wait(self._database_pause)
+        self._database_pause = min(self._database_pause * 2, DATABASE_PAUSE_MAX)
 
     def _store(self, connection: stomp.Connection, batch: list[_Delivery]) -> None:
         items: list[Any] = []

@@ -13,6 +13,7 @@ Sources of the formats:
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -41,6 +42,12 @@ INFINITY = float("inf")
 OK, FAILED = RecordState.OK.value, RecordState.FAILED.value
 FTS, RUCIO, PERFSONAR = Origin.FTS.value, Origin.RUCIO.value, Origin.PERFSONAR.value
 ORIGIN_ID_LENGTH = 128  # TransferRecord.origin_id
+TRANSFER_KEY_LENGTH = 200  # TransferRecord.transfer_key
+HOST_LENGTH = 255  # TransferRecord.source_host, destination_host
+BYTES_MAX = 2**63 - 1  # TransferRecord.bytes, a bigint
+# A record's bytes are spread over every minute of [start, end) in the rollups: times decades apart (a zero or a
+# garbled timestamp) would make millions of rollup rows out of one message. No file transfer lasts a week.
+MAX_TRANSFER_DAYS = 7
 
 
 # --- the registry, read once per batch ---------------------------------------------------------------------
@@ -148,9 +155,40 @@ _FIELDS = [f for f in TransferRecord._meta.concrete_fields]
 _DEFAULTS = {f.attname: f.get_default() for f in _FIELDS}
 
 
-def record_new(values: dict[str, Any]) -> TransferRecord:
+# Record fields checked before a record is made, and how each format names them in its messages.
+_TEXT_FIELDS = ("origin_id", "transfer_key", "source_url", "destination_url", "source_host", "destination_host")
+
+
+def _storable(values: dict[str, Any], names: Mapping[str, str]) -> None:
+    """Reject by item what PostgreSQL would refuse for the whole batch (a NUL in a text, a host name longer than
+    its column) and transfers of absurd length; a NUL in an error message, free text, is only dropped. Over-long
+    ids and transfer keys never get here: they are kept as their hashes."""
+    for attname in _TEXT_FIELDS:
+        value = values.get(attname)
+        if value and "\x00" in value:
+            raise ItemError(f"{names.get(attname, attname)}: contains a NUL character")
+    for attname in ("source_host", "destination_host"):
+        host = values.get(attname)
+        if host and len(host) > HOST_LENGTH:
+            raise ItemError(f"{names.get(attname, attname)}: a host name of {len(host)} characters (at most 255)")
+    message = values.get("error_message")
+    if message and "\x00" in message:
+        values["error_message"] = message.replace("\x00", "")
+    _duration_check((values["end"] - values["start"]).total_seconds())
+
+
+def _duration_check(seconds: float) -> None:
+    if seconds > MAX_TRANSFER_DAYS * 86400:
+        raise ItemError(
+            f"the transfer lasts {seconds / 86400:.6g} days: more than {MAX_TRANSFER_DAYS}, its times are wrong"
+        )
+
+
+def record_new(values: dict[str, Any], names: Mapping[str, str] | None = None) -> TransferRecord:
     """An unsaved TransferRecord with these attribute values (attnames) and the model's defaults for the rest,
-    without the cost of Model.__init__ (a batch makes thousands)."""
+    without the cost of Model.__init__ (a batch makes thousands). Values PostgreSQL would refuse are an ItemError
+    that names the message's field (names: attname -> the format's name of it)."""
+    _storable(values, names or {})
     record = TransferRecord.__new__(TransferRecord)
     record._state = ModelState()
     record.__dict__.update(_DEFAULTS)
@@ -198,18 +236,34 @@ def _text(item: Mapping[str, Any], name: str, *, required: bool = False) -> str:
     return str(value)
 
 
-def _origin_id(value: str) -> str:
-    # Ids longer than the column (some FTS tr_ids) are kept as their hash: still unique, still stable.
-    if len(value) <= ORIGIN_ID_LENGTH:
+def _hashed_if_longer(value: str, length: int) -> str:
+    if len(value) <= length:
         return value
     return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
 
 
-def _epoch_ms(value: float) -> datetime:
+def _origin_id(value: str) -> str:
+    # Ids longer than the column (some FTS tr_ids) are kept as their hash: still unique, still stable.
+    return _hashed_if_longer(value, ORIGIN_ID_LENGTH)
+
+
+def _transfer_key(request_id: Any, job_id: str) -> str:
+    """Rucio's request id and the FTS job id, as FTS and Rucio reports of one file both make it; a key longer than
+    the column is kept as its hash, the same from either side."""
+    return _hashed_if_longer(f"{request_id}/{job_id}", TRANSFER_KEY_LENGTH)
+
+
+def _byte_count(size: float, name: str) -> int:
+    if size > BYTES_MAX:
+        raise ItemError(f"{name}: {size:g} bytes is more than a record holds")
+    return int(size)
+
+
+def _epoch_ms(value: float, name: str) -> datetime:
     try:
         return datetime.fromtimestamp(value / 1000.0, tz=UTC)
     except (OverflowError, OSError, ValueError):
-        raise ItemError(f"time out of range: {value!r}") from None
+        raise ItemError(f"{name}: time out of range: {value!r}") from None
 
 
 def _iso(value: Any, name: str) -> datetime:
@@ -230,6 +284,14 @@ def _matched(values: dict[str, Any], side: str, match: SiteMatch | None) -> None
 # --- FTS -----------------------------------------------------------------------------------------------------
 
 FTS_STATES = {"ok": OK, "error": FAILED, "abort": FAILED, "Ok": OK, "Error": FAILED, "Abort": FAILED}
+FTS_NAMES = {
+    "origin_id": "tr_id",
+    "transfer_key": "file_metadata.request_id/job_id",
+    "source_url": "src_url",
+    "destination_url": "dst_url",
+    "source_host": "src_url",
+    "destination_host": "dst_url",
+}
 
 
 def _metadata(value: Any) -> Mapping[str, Any]:
@@ -245,10 +307,40 @@ def _metadata(value: Any) -> Mapping[str, Any]:
     return {}
 
 
+def _counter(value: Any) -> int | None:
+    """A count FTS sends (retry, retry_max) as a number or a string of one; None when absent or not a count."""
+    if value is None or value == "" or isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) and number >= 0 else None
+
+
+def _fts_last_try(item: Mapping[str, Any], final: str, retry: int | None) -> bool:
+    """Whether FTS tries the file no more after this failed try, i.e. whether it is the try Rucio's transfer-failed
+    reports. FTS tries a file again after a recoverable error while retry < retry_max, and another replica of a
+    multi-source job while the job is ACTIVE (cern-fts/fts3 src/url-copy/LegacyReporter.cpp). A message that
+    tells neither (older FTS) is taken for the last try."""
+    if item.get("job_state") == "ACTIVE":
+        return False
+    recoverable = item.get("is_recoverable")
+    if final.lower() == "abort" or recoverable is False or recoverable in ("false", "False", 0, "0"):
+        return True
+    retry_max = _counter(item.get("retry_max"))
+    return retry is None or retry_max is None or retry >= retry_max
+
+
 def parse_fts(item: Mapping[str, Any], registry: Registry) -> TransferRecord:
     """An FTS3 transfer-complete message. Times: the data transfer itself (timestamp_tr_st/_comp) when FTS
     measured it, else the whole transfer (tr_timestamp_start/_complete). The same file reported by Rucio has the
-    same transfer_key: Rucio's request id (in file_metadata) and the FTS job id."""
+    same transfer_key: Rucio's request id (in file_metadata) and the FTS job id.
+
+    FTS sends one message per try of a file, all with that request id and job id: each try is a record, and only
+    the try that ends the job (the successful one, or the last failed one) takes the transfer key, so that the
+    earlier tries are not taken for duplicates of it, and Rucio's report of the job still is. A failed try's id
+    is tr_id#retry: tr_id is made from the minute the message is sent, which quick tries share."""
     tr_id = _text(item, "tr_id", required=True)
     final = item.get("t_final_transfer_state")
     state = FTS_STATES.get(final) if type(final) is str else None
@@ -264,40 +356,71 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> TransferRecord:
         if state == OK:
             raise ItemError("file_size: missing")
         size = 0.0
-    start_ms = _number(item, "timestamp_tr_st", required=False)
-    end_ms = _number(item, "timestamp_tr_comp", required=False)
+    start_name, end_name = "timestamp_tr_st", "timestamp_tr_comp"
+    start_ms = _number(item, start_name, required=False)
+    end_ms = _number(item, end_name, required=False)
     if not (start_ms and end_ms and end_ms >= start_ms):
-        start_ms = _number(item, "tr_timestamp_start")
-        end_ms = _number(item, "tr_timestamp_complete")
+        start_name, end_name = "tr_timestamp_start", "tr_timestamp_complete"
+        start_ms = _number(item, start_name)
+        end_ms = _number(item, end_name)
     assert start_ms is not None and end_ms is not None
     if end_ms < start_ms:
         raise ItemError("tr_timestamp_complete: before tr_timestamp_start")
     source_url, destination_url = _text(item, "src_url", required=True), _text(item, "dst_url", required=True)
     job_id = _text(item, "job_id")
     request_id = metadata.get("request_id")
+    retry = _counter(item.get("retry"))
+    last_try = state == OK or _fts_last_try(item, str(final), retry)
     values: dict[str, Any] = {
         "experiment_id": registry.experiment(item.get("vo")),
         "source_url": source_url,
         "destination_url": destination_url,
         "source_host": url_authority(source_url)[0],
         "destination_host": url_authority(destination_url)[0],
-        "bytes": int(size),
-        "start": _epoch_ms(start_ms),
-        "end": _epoch_ms(end_ms),
+        "bytes": _byte_count(size, "file_size"),
+        "start": _epoch_ms(start_ms, start_name),
+        "end": _epoch_ms(end_ms, end_name),
         "state": state,
         "error_message": _text(item, "t__error_message") if state != OK else "",
         "origin": FTS,
-        "origin_id": _origin_id(tr_id),
-        "transfer_key": f"{request_id}/{job_id}" if request_id and job_id else "",
+        "origin_id": _origin_id(tr_id if state == OK or retry is None else f"{tr_id}#{retry}"),
+        "transfer_key": _transfer_key(request_id, job_id) if request_id and job_id and last_try else "",
     }
     _matched(values, "source", registry.storage(source_url, metadata.get("src_rse")))
     _matched(values, "destination", registry.storage(destination_url, metadata.get("dst_rse")))
-    return record_new(values)
+    return record_new(values, FTS_NAMES)
 
 
 # --- Rucio ---------------------------------------------------------------------------------------------------
 
 RUCIO_STATES = {"transfer-done": OK, "transfer-failed": FAILED}
+RUCIO_NAMES = {
+    "origin_id": "payload.request-id",
+    "transfer_key": "payload.request-id/transfer-id",
+    "source_url": "payload.src-url",
+    "destination_url": "payload.dst-url",
+    "source_host": "payload.src-url",
+    "destination_host": "payload.dst-url",
+}
+
+
+def _rucio_duration(value: Any) -> float:
+    """Seconds from FTS's start to finish of the file, as Rucio sends them (a number or a string of one); -1 or
+    none when FTS gave none: 0, the transfer then placed at the moment it ended, as nothing better is known."""
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ItemError(f"payload.duration: not a number: {value!r}")
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ItemError(f"payload.duration: not a number: {value!r}") from None
+    if not math.isfinite(seconds):
+        raise ItemError(f"payload.duration: not a finite number: {value!r}")
+    if seconds < 0:
+        return 0.0
+    _duration_check(seconds)
+    return seconds
 
 
 def parse_rucio(
@@ -320,7 +443,10 @@ def parse_rucio(
     if not end_text:
         raise ItemError("payload.transferred_at: missing")
     end = _iso(end_text, "payload.transferred_at")
-    start = _iso(payload["started_at"], "payload.started_at") if payload.get("started_at") else end
+    if payload.get("started_at"):
+        start = _iso(payload["started_at"], "payload.started_at")
+    else:  # older Rucio versions: no started_at, but the duration FTS measured
+        start = end - timedelta(seconds=_rucio_duration(payload.get("duration")))
     if end < start:
         raise ItemError("payload.transferred_at: before started_at")
     vo = payload.get("vo")
@@ -338,21 +464,27 @@ def parse_rucio(
         "destination_url": destination_url,
         "source_host": url_authority(source_url)[0] if source_url else "",
         "destination_host": url_authority(destination_url)[0] if destination_url else "",
-        "bytes": int(size),
+        "bytes": _byte_count(size, "bytes"),
         "start": start,
         "end": end,
         "state": state,
         "error_message": _text(payload, "reason") if state != RecordState.OK else "",
         "origin": RUCIO,
         "origin_id": _origin_id(request_id),
-        "transfer_key": f"{request_id}/{transfer_id}" if transfer_id else "",
+        "transfer_key": _transfer_key(request_id, transfer_id) if transfer_id else "",
     }
     _matched(values, "source", registry.storage(source_url, payload.get("src-rse")))
     _matched(values, "destination", registry.storage(destination_url, payload.get("dst-rse")))
-    return record_new(values)
+    return record_new(values, RUCIO_NAMES)
 
 
 # --- perfSONAR -----------------------------------------------------------------------------------------------
+
+PERFSONAR_NAMES = {
+    "origin_id": "run.href",
+    "source_host": "task.test.spec.source",
+    "destination_host": "task.test.spec.dest",
+}
 
 
 def parse_perfsonar(
@@ -389,6 +521,7 @@ def parse_perfsonar(
         seconds = (_number(overall, "end") or 0.0) - (_number(overall, "start", required=False) or 0.0)
         if seconds <= 0:
             raise ItemError("result.summary.summary: end must be after start")
+        _duration_check(seconds)  # before timedelta(), which overflows
         if isinstance(summary.get("streams"), list):
             streams = len(summary["streams"]) or None
     end = (
@@ -404,7 +537,7 @@ def parse_perfsonar(
         "destination_host": address_host(destination),
         "source_site_id": registry.network_site(source),
         "destination_site_id": registry.network_site(destination),
-        "bytes": int(size),
+        "bytes": _byte_count(size, "throughput-bytes"),
         "start": start,
         "end": max(end, start),
         "state": RecordState.OK.value if succeeded else RecordState.FAILED.value,
@@ -414,4 +547,4 @@ def parse_perfsonar(
         "origin": PERFSONAR,
         "origin_id": _origin_id(run_id),
     }
-    return record_new(values)
+    return record_new(values, PERFSONAR_NAMES)

@@ -120,7 +120,8 @@ def ingest_items(
         except ItemError as exc:
             result.rejected.append({"index": index, "error": str(exc)})
             continue
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
+            # OverflowError: date arithmetic past year 9999 and the like, which the parsers do not foresee.
             result.rejected.append({"index": index, "error": f"malformed message: {exc!r}"})
             continue
         if allowed is not None and record.experiment_id not in allowed:

@@ -81,6 +81,31 @@ def test_a_rucio_transfer_done_of_a_single_vo_instance_takes_the_ddm_services_ex
     assert (record.source_host, record.destination_host) == ("bohr3226.tier2.hep.manchester.ac.uk", "ccxroot.in2p3.fr")
 
 
+@pytest.mark.parametrize("event_type", ["transfer-done", "transfer-failed"])
+def test_a_rucio_event_without_started_at_starts_its_duration_before_transferred_at(
+    world: dict[str, Any], event_type: str
+) -> None:
+    # Older Rucio versions send started_at as None; duration (seconds, FTS's start to finish) is always there.
+    event = copy.deepcopy(RUCIO_TRANSFER_DONE)
+    event["event_type"] = event_type
+    event["payload"]["started_at"] = None
+    dune = client_for("ddm", experiment=world["dune"])
+    assert post(dune, "rucio", [event]).json()["accepted"] == 1
+    record = TransferRecord.objects.get()
+    assert record.start == datetime(2022, 1, 31, 16, 53, 42, tzinfo=UTC)  # 16:57:41 - 239 s
+    assert record.end == datetime(2022, 1, 31, 16, 57, 41, tzinfo=UTC)
+
+
+def test_a_rucio_event_without_started_at_nor_a_known_duration_is_placed_at_its_end(world: dict[str, Any]) -> None:
+    # Rucio sends duration -1 when FTS gave none: nothing better than the moment it was transferred.
+    event = copy.deepcopy(RUCIO_TRANSFER_DONE)
+    event["payload"].update({"started_at": None, "duration": -1})
+    dune = client_for("ddm", experiment=world["dune"])
+    assert post(dune, "rucio", [event]).json()["accepted"] == 1
+    record = TransferRecord.objects.get()
+    assert record.start == record.end == datetime(2022, 1, 31, 16, 57, 41, tzinfo=UTC)
+
+
 def test_rucio_events_of_other_types_are_counted_as_skipped(world: dict[str, Any]) -> None:
     dune = client_for("ddm", experiment=world["dune"])
     queued = {**copy.deepcopy(RUCIO_TRANSFER_DONE), "event_type": "transfer-queued"}

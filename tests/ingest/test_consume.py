@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
+import psycopg
 import pytest
 import stomp
 from django.conf import settings
@@ -67,22 +68,105 @@ def wait_until(condition: Any, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def start_consumer(broker: PrivateRabbit, log: Any, *, batch: int) -> subprocess.Popen[bytes]:
+    """manage.py consume of the queue, on the test database, its output into log."""
+    db = settings.DATABASES["default"]
+    credentials = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
+    database = quote(connection.settings_dict["NAME"], safe="")
+    env = {**os.environ, "DATABASE_URL": f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{database}"}
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "consume", "--format", "fts", "--destination", QUEUE, "--port",
+         str(broker.stomp_port), "--user", "guest", "--password", "guest", "--batch", str(batch),
+         "--flush-seconds", "0.5"],
+        cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def stop_consumer(consumer: subprocess.Popen[bytes], log: Any, path: Path) -> str:
+    """SIGTERM, and the consumer's output; a consumer that does not stop within 30 s fails the test."""
+    consumer.terminate()
+    try:
+        consumer.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        consumer.send_signal(signal.SIGUSR1)  # its threads' stacks into the log
+        time.sleep(1)
+        consumer.kill()
+        consumer.wait()
+        log.close()
+        raise AssertionError(f"the consumer did not stop within 30 s of SIGTERM:\n{path.read_text()[-4000:]}") from None
+    log.close()
+    return path.read_text()
+
+
+def assert_queue_empty(broker: PrivateRabbit) -> None:
+    """Everything was acknowledged: a new subscriber of the queue gets nothing."""
+    leftovers = Collect()
+    probe = stomp.Connection([("127.0.0.1", broker.stomp_port)])
+    probe.set_listener("collect", leftovers)
+    probe.connect("guest", "guest", wait=True)
+    probe.subscribe(QUEUE, id="probe", ack="client-individual")
+    time.sleep(2)
+    probe.disconnect()
+    assert leftovers.frames == []
+
+
+def allow_connections(database: str, allowed: bool) -> None:
+    """As while PostgreSQL restarts: new connections to the database refused (or allowed again). From another
+    database, as PostgreSQL refuses it from a connection to this one."""
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], password=db.get("PASSWORD") or None, dbname="postgres",
+        autocommit=True,
+    ) as admin:  # fmt: skip
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {"true" if allowed else "false"}')
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_consumer_survives_the_database_going_away_without_losing_or_doubling_a_message(
+    world: dict[str, Any], rabbit: PrivateRabbit, tmp_path: Path
+) -> None:
+    """PostgreSQL restarting, as the consumer sees it: its connection terminated and new ones refused for a while.
+    The batches that fail are not acknowledged; the consumer waits, and stores them once the database is back."""
+    publish(rabbit, [fts_variant(i) for i in range(300)])
+    path = tmp_path / "consumer.log"
+    log = path.open("wb")
+    consumer = start_consumer(rabbit, log, batch=20)
+    database = connection.settings_dict["NAME"]
+    try:
+        wait_until(lambda: count() >= 20, 60, "the first batches")
+        try:
+            allow_connections(database, False)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            down_at = count()
+            time.sleep(4)
+            assert count() == down_at < 300
+            assert consumer.poll() is None, path.read_text()
+        finally:
+            allow_connections(database, True)
+        wait_until(lambda: count() >= 300, 120, "every message after the database came back")
+        time.sleep(2)  # anything redelivered meanwhile is stored as a duplicate, not a record
+    finally:
+        text = stop_consumer(consumer, log, path)
+    assert consumer.returncode == 0, text
+    assert "database error" in text, text
+    assert count() == 300
+    assert sum(RateRollup.objects.values_list("files_ok", flat=True)) == 300
+    assert_queue_empty(rabbit)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_consumer_survives_a_broker_restart_without_losing_or_doubling_a_message(
     world: dict[str, Any], rabbit: PrivateRabbit, tmp_path: Path
 ) -> None:
     first, second = [fts_variant(i) for i in range(300)], [fts_variant(i) for i in range(300, 600)]
     publish(rabbit, first)
-    db = settings.DATABASES["default"]
-    credentials = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
-    database = quote(connection.settings_dict["NAME"], safe="")
-    env = {**os.environ, "DATABASE_URL": f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{database}"}
-    log = (tmp_path / "consumer.log").open("wb")
-    consumer = subprocess.Popen(
-        [sys.executable, "manage.py", "consume", "--format", "fts", "--destination", QUEUE, "--port",
-         str(rabbit.stomp_port), "--user", "guest", "--password", "guest", "--batch", "40", "--flush-seconds", "0.5"],
-        cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    path = tmp_path / "consumer.log"
+    log = path.open("wb")
+    consumer = start_consumer(rabbit, log, batch=40)
     try:
         wait_until(lambda: count() >= 40, 60, "the first batches")
         assert count() < 300  # the broker goes down with messages still queued or unacknowledged
@@ -91,30 +175,10 @@ def test_the_consumer_survives_a_broker_restart_without_losing_or_doubling_a_mes
         wait_until(lambda: count() >= 600, 120, "every message after the restart")
         time.sleep(2)  # anything redelivered meanwhile is stored as a duplicate, not a record
     finally:
-        consumer.terminate()
-        try:
-            consumer.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            consumer.send_signal(signal.SIGUSR1)  # its threads' stacks into the log
-            time.sleep(1)
-            consumer.kill()
-            consumer.wait()
-            log.close()
-            text = (tmp_path / "consumer.log").read_text()
-            raise AssertionError(f"the consumer did not stop within 30 s of SIGTERM:\n{text[-4000:]}") from None
-        log.close()
-    text = (tmp_path / "consumer.log").read_text()
+        text = stop_consumer(consumer, log, path)
     assert consumer.returncode == 0, text
     assert count() == 600
     assert sum(RateRollup.objects.values_list("files_ok", flat=True)) == 600
     assert "reconnecting" in text, text
     assert "over 2 connections" in text, text
-    # Everything was acknowledged: a new subscriber of the queue gets nothing.
-    leftovers = Collect()
-    probe = stomp.Connection([("127.0.0.1", rabbit.stomp_port)])
-    probe.set_listener("collect", leftovers)
-    probe.connect("guest", "guest", wait=True)
-    probe.subscribe(QUEUE, id="probe", ack="client-individual")
-    time.sleep(2)
-    probe.disconnect()
-    assert leftovers.frames == []
+    assert_queue_empty(rabbit)
