@@ -261,6 +261,8 @@ def command_run(args: argparse.Namespace) -> int:
         stack.manage("testbed", "up")
         if not testbed_was_up:
             stack.cleanups.append(("the testbed", lambda: stack.manage("testbed", "down")))
+        # The demo runs on the local testbed: its workers must trust the testbed's CA (davs://) and send its token.
+        os.environ.setdefault("PROBES_TESTBED", "true")
         demo = stack.manage("load_demo", capture=True).strip().splitlines()[-1]
         RUN.mkdir(parents=True, exist_ok=True)
         port = int(os.environ.get("PORTAL_PORT", "8000"))
@@ -288,8 +290,11 @@ def command_run(args: argparse.Namespace) -> int:
                 "worker",
                 "-l",
                 "info",
+                # Threads: a copy waits on gfal2, not the CPU, and a run keeps C copies in flight (C up to 40 here).
+                "--pool",
+                "threads",
                 "--concurrency",
-                "2",
+                "48",
                 "-Q",
                 "default",
                 "-n",

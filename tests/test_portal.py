@@ -98,6 +98,34 @@ def test_the_demo_challenge_runs_this_week_on_the_testbed_sites(testbed: Any) ->
     assert Challenge.objects.count() == 1
 
 
+@pytest.mark.testbed
+def test_every_demo_activity_can_be_run_and_the_recall_asks_for_the_tape_write_first(testbed: Any) -> None:
+    """Run on the clock must work for the demo's activities as loaded: each starts (its tasks would go out on
+    commit), but the A-DT recall, which stages what a DT run wrote, says so until one has."""
+    from django.core.exceptions import ValidationError
+
+    from challenges import runs
+    from challenges.models import Challenge
+    from sites.roles import membership_grant
+    from tests.sites.factories import UserFactory
+
+    call_command("load_demo")
+    coordinator = UserFactory()
+    membership_grant(user=coordinator, role="coordinator")
+    refused = {}
+    started = {}
+    for activity in Challenge.objects.get(slug="demo").activities.all():
+        try:
+            started[activity.name] = runs.run_start(user=coordinator, activity=activity)
+        except ValidationError as exc:
+            refused[activity.name] = exc.message_dict
+    assert set(started) == {"ATLAS T0 export", "ATLAS DT", "CMS DT", "iperf3 baseline"}, refused
+    assert list(refused) == ["CMS A-DT"]
+    assert "run the tape-write (DT) activity first" in refused["CMS A-DT"]["urls"][0]
+    assert started["ATLAS DT"].parameters["destinations"] == [testbed.endpoint("tape.root").url]
+    assert started["iperf3 baseline"].parameters["host"] == "127.0.0.1"
+
+
 @pytest.mark.parametrize("weekday", range(7))
 def test_the_demo_plan_fits_its_challenge_on_every_day_of_the_week(weekday: int) -> None:
     from datetime import datetime, timedelta
