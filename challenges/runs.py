@@ -30,7 +30,18 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    DateTimeField,
+    F,
+    PositiveBigIntegerField,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from results.choices import Origin, RecordState
@@ -936,17 +947,24 @@ def files_record(file_ids: Sequence[int]) -> int:
     return stored
 
 
-def file_heartbeat(file_ids: Sequence[int], *, progress: dict[int, int] | None = None) -> None:
-    """The worker copying these files is alive; `progress` (file id -> bytes copied so far) feeds the live rate."""
+def file_heartbeat(file_ids: Sequence[int], *, progress: dict[int, tuple[int, datetime]] | None = None) -> None:
+    """The worker copying these files is alive, in one UPDATE; `progress` (file id -> bytes copied so far and when
+    gfal2 reported them) feeds the live rate."""
     if not file_ids:
         return
-    now = timezone.now()
-    RunFile.objects.filter(pk__in=file_ids, state=FileState.RUNNING).update(heartbeat=now)
+    updates: dict[str, Any] = {"heartbeat": timezone.now()}
     if progress:
-        RunFile.objects.filter(pk__in=list(progress), state=FileState.RUNNING).update(
-            progress_bytes=Case(*[When(pk=pk, then=Value(done)) for pk, done in progress.items()]),
-            progress_at=now,
+        updates["progress_bytes"] = Case(
+            *[When(pk=pk, then=Value(done)) for pk, (done, _) in progress.items()],
+            default=F("progress_bytes"),
+            output_field=PositiveBigIntegerField(),
         )
+        updates["progress_at"] = Case(
+            *[When(pk=pk, then=Value(at)) for pk, (_, at) in progress.items()],
+            default=F("progress_at"),
+            output_field=DateTimeField(),
+        )
+    RunFile.objects.filter(pk__in=file_ids, state=FileState.RUNNING).update(**updates)
 
 
 def runs_stopped(run_ids: Sequence[int]) -> set[int]:

@@ -13,6 +13,7 @@ import logging
 import socket
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 from celery import shared_task
@@ -48,8 +49,8 @@ class _Watcher:
         self.lock = threading.Lock()
         # file id -> run id, context, cancelled, and the monotonic time after which the copy is taken for hung
         self.copies: dict[int, tuple[int, Any, threading.Event, float]] = {}
-        # file id -> bytes copied so far, as gfal2 last reported them (written by the copying threads)
-        self.progress: dict[int, int] = {}
+        # file id -> bytes copied so far and when gfal2 reported them (written by the copying threads)
+        self.progress: dict[int, tuple[int, datetime]] = {}
         self.thread: threading.Thread | None = None
 
     def add(self, file_id: int, run_id: int, ctx: Any, cancelled: threading.Event, *, hung_after: float) -> None:
@@ -67,7 +68,7 @@ class _Watcher:
     def report(self, file_id: int, done: int) -> None:
         with self.lock:
             if file_id in self.copies:
-                self.progress[file_id] = done
+                self.progress[file_id] = (done, utcnow())
 
     def _loop(self) -> None:
         last_beat = 0.0

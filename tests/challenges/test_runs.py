@@ -218,12 +218,20 @@ def test_copies_in_flight_count_in_the_rate_and_eta_by_what_their_workers_report
         RunFile.objects.filter(pk=file.pk).update(state="running", attempt=1, start=now - timedelta(seconds=100))
     before = runs.run_progress(run)
     assert (before.rate, before.bytes_in_flight) == (0.0, 0)
-    runs.file_heartbeat([f.pk for f in files], progress={files[0].pk: 10**9, files[1].pk: 2 * 10**9})
-    RunFile.objects.filter(run=run).update(progress_at=now - timedelta(seconds=10))
+    reported = now - timedelta(seconds=10)
+    runs.file_heartbeat(
+        [f.pk for f in files], progress={files[0].pk: (10**9, reported), files[1].pk: (2 * 10**9, reported)}
+    )
     progress = runs.run_progress(run)
     assert progress.bytes_in_flight == 3 * 10**9
     assert progress.rate == pytest.approx(3e9 * 50 / 90 / 60, rel=0.01)
     assert progress.eta_seconds == pytest.approx(7e9 / progress.rate, rel=0.01)
+    # a heartbeat with news of one copy keeps what the other last reported
+    runs.file_heartbeat([f.pk for f in files], progress={files[1].pk: (3 * 10**9, now)})
+    assert dict(RunFile.objects.filter(run=run).values_list("pk", "progress_bytes")) == {
+        files[0].pk: 10**9,
+        files[1].pk: 3 * 10**9,
+    }
     # a new try starts from nothing
     RunFile.objects.filter(pk=files[0].pk).update(state="queued", task_id="t2", attempt=2)
     claimed = runs.file_claim(files[0].pk, 2, "t2", "w@host")
