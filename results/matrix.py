@@ -1,6 +1,7 @@
 """The FROM x TO matrix of a challenge: for each source and destination site, the achieved average rate, volume,
 files ok / failed and failure ratio, optionally for one mode (pull, push, streamed ...) and one concurrency
-(10, 40, 100 files in flight), or split by them. Read from the per-minute rollup only, never the raw records.
+(10, 40, 100 files in flight), or split by them. Read from the hourly rollup (and the per-minute one for partial
+hours at the ends), never the raw records.
 
 Definitions (as on the page):
 - the window is the challenge's [start, end) in whole minutes of the rollup (from the minute of start);
@@ -19,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from challenges.models import Challenge
 from sites.models import Site
 
-from .models import RateRollup, RollupVersion
+from .models import RateRollup, RateRollupHour, RollupVersion
 from .rates import results_cache_get, results_cache_set
-from .rollups import minute_floor
+from .rollups import HOUR, hour_floor, minute_floor
 
 SPLITS = ("mode", "concurrency")
 
@@ -112,22 +113,44 @@ def _rollup_groups(*, challenge: Challenge, experiment_ids: Collection[int] | No
         if key in cached:
             groups: list[dict[str, Any]] = cached[key]
             return groups
-    rollup = RateRollup.objects.filter(
-        minute__gte=minute_floor(challenge.start),
-        minute__lt=challenge.end,
-        source_site_id__isnull=False,
-        destination_site_id__isnull=False,
-    )
-    if experiment_ids is not None:
-        rollup = rollup.filter(experiment_id__in=experiment_ids)
-    groups = list(
-        rollup.values("source_site_id", "destination_site_id", "mode", "concurrency")
-        .annotate(volume=Sum("bytes"), ok=Sum("files_ok"), failed=Sum("files_failed"))
-        .order_by()
-    )
+    groups = _rollup_sums(challenge=challenge, experiment_ids=experiment_ids)
     if key is not None:
         results_cache_set({key: groups})  # as long as the rates (RATES_CACHE_SECONDS)
     return groups
+
+
+_GROUP = ("source_site_id", "destination_site_id", "mode", "concurrency")
+
+
+def _rollup_sums(*, challenge: Challenge, experiment_ids: Collection[int] | None) -> list[dict[str, Any]]:
+    """The rollup of the challenge's window in whole minutes, summed by link, mode and concurrency: its whole hours
+    from RateRollupHour, the minutes of a partial first or last hour from RateRollup (one query, a UNION ALL)."""
+    first, last = minute_floor(challenge.start), challenge.end
+    whole_from = hour_floor(first) if first == hour_floor(first) else hour_floor(first) + HOUR
+    whole_to = max(hour_floor(last), whole_from)
+    parts = []
+    for model, time_filter in (
+        (RateRollupHour, Q(hour__gte=whole_from, hour__lt=whole_to)),
+        (RateRollup, Q(minute__gte=first, minute__lt=min(whole_from, last)) | Q(minute__gte=whole_to, minute__lt=last)),
+    ):
+        rollup = model.objects.filter(time_filter, source_site_id__isnull=False, destination_site_id__isnull=False)
+        if experiment_ids is not None:
+            rollup = rollup.filter(experiment_id__in=experiment_ids)
+        parts.append(
+            rollup.values(*_GROUP)
+            .annotate(volume=Sum("bytes"), ok=Sum("files_ok"), failed=Sum("files_failed"))
+            .order_by()
+        )
+    sums: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for group in parts[0].union(parts[1], all=True):
+        key = tuple(group[name] for name in _GROUP)
+        found = sums.get(key)
+        if found is None:
+            sums[key] = group
+        else:
+            for name in ("volume", "ok", "failed"):
+                found[name] = (found[name] or 0) + (group[name] or 0)
+    return list(sums.values())
 
 
 def matrix_for_challenge(
@@ -140,7 +163,7 @@ def matrix_for_challenge(
 ) -> Matrix:
     """The matrix of a challenge (of these experiments only, e.g. those the reader may see; None for all, with the
     records of no experiment), for one mode and / or concurrency or all of them,
-    with cells split by `split` (any of "mode", "concurrency"). One query for the rollup versions, one on the rollup
+    with cells split by `split` (any of "mode", "concurrency"). One query for the rollup versions, one on the rollups
     grouped by link, mode and concurrency (a few hundred groups at most; skipped when cached for these versions),
     then selected and summed here; plus one for the site names."""
     unknown = set(split) - set(SPLITS)

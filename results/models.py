@@ -1,7 +1,8 @@
-"""What was measured: one transfer record per file transfer, and the per-minute rollup that rates read."""
+"""What was measured: one transfer record per file transfer, and the rollups that rates and matrices read."""
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 
@@ -123,33 +124,65 @@ def validate_failure_pattern(pattern: str) -> None:
         raise ValidationError(f"not a regular expression: {exc}", code="regex") from exc
 
 
-class FlowRollup(models.Model):
-    """The rollup as the targets read it: bytes per minute per experiment and flow, where a flow is the traffic
-    into a site (`in`, site = destination), out of a site (`out`, site = source) or over a link (`link`, site =
-    source, peer = destination). At most one row per minute and flow, so a target's rates read a week in
-    thousands of rows whatever the number of records. Kept with RateRollup, from the same deltas."""
+class RateRollupHour(models.Model):
+    """RateRollup summed per hour (same key, `hour` the first minute of the hour): what the FROM x TO matrix reads,
+    so that a three-week challenge sums thousands of rows rather than a million. Kept with RateRollup, from the
+    same deltas; the minutes of a window's partial hours are read from RateRollup."""
 
-    minute = models.DateTimeField()
-    experiment_id = models.BigIntegerField()
-    flow = models.CharField(max_length=4)
-    site_id = models.BigIntegerField()
-    peer_id = models.BigIntegerField(default=0, help_text="the destination of a link; 0 otherwise")
+    hour = models.DateTimeField()
+    experiment_id = models.BigIntegerField(null=True)
+    source_site_id = models.BigIntegerField(null=True)
+    destination_site_id = models.BigIntegerField(null=True)
+    mode = models.CharField(max_length=16, blank=True)
+    concurrency = models.PositiveIntegerField(null=True)
     bytes = models.FloatField(default=0)
     files_ok = models.PositiveIntegerField(default=0)
     files_failed = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
-            # Covering: a target's week of minutes is read by an index-only scan (once the table is vacuumed).
             models.UniqueConstraint(
-                fields=["experiment_id", "flow", "site_id", "peer_id", "minute"],
-                include=["bytes", "files_ok", "files_failed"],
-                name="flow_rollup_unique_key",
+                fields=["hour", "experiment_id", "source_site_id", "destination_site_id", "mode", "concurrency"],
+                name="rollup_hour_unique_key",
+                nulls_distinct=False,
+            ),
+        ]
+        indexes = [models.Index(fields=["experiment_id", "hour"], name="results_rat_experim_hour_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H:00} {self.bytes:.0f} B"
+
+
+MINUTES_PER_HOUR = 60
+
+
+class FlowRollup(models.Model):
+    """The rollup as the targets read it: bytes per minute per experiment and flow, where a flow is the traffic
+    into a site (`in`, site = destination), out of a site (`out`, site = source) or over a link (`link`, site =
+    source, peer = destination). One row per flow and hour holding the hour's 60 minutes as arrays (index 0: the
+    minute at `hour`), so that a target's week is 168 rows whatever the number of records, and the best windows
+    are still found minute by minute. Kept with RateRollup, from the same deltas."""
+
+    hour = models.DateTimeField()
+    experiment_id = models.BigIntegerField()
+    flow = models.CharField(max_length=4)
+    site_id = models.BigIntegerField()
+    peer_id = models.BigIntegerField(default=0, help_text="the destination of a link; 0 otherwise")
+    bytes = ArrayField(models.FloatField(), size=MINUTES_PER_HOUR, help_text="bytes moved in each minute")
+    files_ok = ArrayField(models.IntegerField(), size=MINUTES_PER_HOUR, help_text="files that ended in each minute")
+    files_failed = ArrayField(models.IntegerField(), size=MINUTES_PER_HOUR)
+    hour_files_ok = models.IntegerField(default=0, help_text="sum of files_ok: whole hours read no array")
+    hour_files_failed = models.IntegerField(default=0, help_text="sum of files_failed")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["experiment_id", "flow", "site_id", "peer_id", "hour"], name="flow_rollup_unique_hour"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.minute:%Y-%m-%d %H:%M} {self.flow} {self.bytes:.0f} B"
+        return f"{self.hour:%Y-%m-%d %H:00} {self.flow} {sum(self.bytes):.0f} B"
 
 
 class FailureRule(models.Model):

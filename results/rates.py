@@ -1,4 +1,4 @@
-"""Target versus achieved: the rate definitions, computed from the per-minute rollup.
+"""Target versus achieved: the rate definitions, computed from the rollups (per flow, an hour of minutes a row).
 
 Definitions (also written on the results page):
 - A successful transfer's bytes are spread uniformly over its real [start, end); failed and cancelled transfers
@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 from challenges.models import Challenge, Target
 
 from .choices import RecordState
-from .models import RollupVersion, TransferRecord
+from .models import MINUTES_PER_HOUR, RollupVersion, TransferRecord
 from .rollups import MINUTE, minute_floor
 
 MET, PARTLY, MISSED = "met", "partly", "missed"
@@ -139,46 +139,41 @@ def _edge(
     return moved, ok, failed
 
 
-# One query for all the targets. Per target, its flow's minute rows inside its full minutes as one array of bytes
-# in minute order, with the offset of the first row (in minutes from the first full minute) and the sums; the
-# offset of every row only when minutes are missing between the first and the last row (a one-time filter: a
-# dense flow skips that second scan). The arrays come from subqueries ordered by minute, which the covering index
-# delivers without sorting; PostgreSQL's aggregates keep the order of such a subquery (its documentation: "supplying
-# the input values from a sorted subquery will usually work"; an ORDER BY inside array_agg would sort each flow
-# again and cost more than the scan). The best windows are then found in Python from a running total
+# One query for all the targets. Per target, the FlowRollup rows of its flow that overlap its full minutes
+# [first, last): each row's place (`lead`: minutes from `first` to the row's hour, negative for an hour that starts
+# before `first`) and its 60 minutes of bytes, as one two-dimensional array in hour order, and the files that
+# ended inside [first, last): the hour's totals for whole hours, the sum of the array's slice for the partial hours
+# at the ends. The arrays come from a subquery ordered by hour, which the unique index delivers without sorting;
+# PostgreSQL's aggregates keep the order of such a subquery (its documentation: "supplying the input values from a
+# sorted subquery will usually work"). The best windows are then found in Python from a running total
 # (itertools.accumulate): the bytes of the window starting at minute i are through[i + width] - through[i]. Rows
 # come back in binary: the arrays hold tens of thousands of floats, and text would cost more than the scan.
-FLOW_MINUTES = """
-SELECT f.bytes, o.offsets, f.lead, f.volume, f.files_ok, f.files_failed
+FLOW_HOURS_READ = """
+SELECT f.leads, f.bytes, f.files_ok, f.files_failed
 FROM unnest(%(experiment)s::bigint[], %(flow)s::text[], %(site)s::bigint[], %(peer)s::bigint[],
-            %(first)s::timestamptz[], %(last)s::timestamptz[])
-     WITH ORDINALITY AS t(experiment_id, flow, site_id, peer_id, first, last, position)
+            %(first)s::timestamptz[], %(last)s::timestamptz[], %(minutes)s::int[])
+     WITH ORDINALITY AS t(experiment_id, flow, site_id, peer_id, first, last, minutes, position)
 CROSS JOIN LATERAL (
-    SELECT count(*) AS rows, array_agg(s.bytes) AS bytes,
-           ((date_part('epoch', min(s.minute))::bigint - date_part('epoch', t.first)::bigint) / 60)::int AS lead,
-           (date_part('epoch', max(s.minute))::bigint - date_part('epoch', min(s.minute))::bigint) / 60 + 1 AS span,
-           coalesce(sum(s.bytes), 0) AS volume, coalesce(sum(s.files_ok), 0)::bigint AS files_ok,
-           coalesce(sum(s.files_failed), 0)::bigint AS files_failed
+    SELECT array_agg(s.lead) AS leads, array_agg(s.bytes) AS bytes, coalesce(sum(s.ok), 0)::bigint AS files_ok,
+           coalesce(sum(s.failed), 0)::bigint AS files_failed
     FROM (
-        SELECT r.minute, r.bytes, r.files_ok, r.files_failed
+        SELECT l.lead, r.bytes,
+               CASE WHEN l.lead >= 0 AND l.lead + 60 <= t.minutes THEN r.hour_files_ok
+                    ELSE (SELECT sum(v) FROM unnest(r.files_ok[greatest(1, 1 - l.lead):least(60, t.minutes - l.lead)])
+                          AS v) END AS ok,
+               CASE WHEN l.lead >= 0 AND l.lead + 60 <= t.minutes THEN r.hour_files_failed
+                    ELSE (SELECT sum(v)
+                          FROM unnest(r.files_failed[greatest(1, 1 - l.lead):least(60, t.minutes - l.lead)])
+                          AS v) END AS failed
         FROM results_flowrollup r
+        CROSS JOIN LATERAL (
+            SELECT ((date_part('epoch', r.hour) - date_part('epoch', t.first)) / 60)::int AS lead
+        ) AS l
         WHERE r.experiment_id = t.experiment_id AND r.flow = t.flow AND r.site_id = t.site_id
-          AND r.peer_id = t.peer_id AND r.minute >= t.first AND r.minute < t.last
-        ORDER BY r.minute
+          AND r.peer_id = t.peer_id AND r.hour > t.first - interval '1 hour' AND r.hour < t.last
+        ORDER BY r.hour
     ) AS s
 ) AS f
-LEFT JOIN LATERAL (
-    SELECT array_agg(((date_part('epoch', s.minute)::bigint - date_part('epoch', t.first)::bigint) / 60)::int)
-           AS offsets
-    FROM (
-        SELECT r.minute
-        FROM results_flowrollup r
-        WHERE f.rows < f.span
-          AND r.experiment_id = t.experiment_id AND r.flow = t.flow AND r.site_id = t.site_id
-          AND r.peer_id = t.peer_id AND r.minute >= t.first AND r.minute < t.last
-        ORDER BY r.minute
-    ) AS s
-) AS o ON true
 ORDER BY t.position
 """
 
@@ -227,7 +222,7 @@ def flow_minutes(
     *, targets: Sequence[Target]
 ) -> tuple[list[tuple[datetime, datetime]], list[int], list[tuple[Any, ...]]]:
     """The rollup behind these targets in one query: per target its full minutes [first, last), their number and
-    its row of FLOW_MINUTES (bytes per minute, their offsets when minutes are missing, volume, files ok/failed)."""
+    its row of FLOW_HOURS_READ (the hours' places and minutes of bytes, files ok/failed)."""
     spans = [_full_minutes(target.activity.start, target.activity.end) for target in targets]
     keys = [_flow(target) for target in targets]
     counts = [int((last - first) / MINUTE) for first, last in spans]
@@ -238,9 +233,10 @@ def flow_minutes(
         "peer": [key[3] for key in keys],
         "first": [first for first, _ in spans],
         "last": [last for _, last in spans],
+        "minutes": counts,
     }
     with _binary_cursor() as cursor:
-        cursor.execute(FLOW_MINUTES, params)
+        cursor.execute(FLOW_HOURS_READ, params)
         rows = cursor.fetchall()
     return spans, counts, rows
 
@@ -279,19 +275,17 @@ def _from_row(
     widths: tuple[int, int],
     with_minutes: bool,
 ) -> TargetRates:
-    """One target's numbers from its row of FLOW_MINUTES (plus the partial edge minutes from the raw records)."""
-    values, offsets, lead, volume, files_ok, files_failed = row
+    """One target's numbers from its row of FLOW_HOURS_READ (plus the partial edge minutes from the raw records)."""
+    leads, hours, files_ok, files_failed = row
     start, end = target.activity.start, target.activity.end
     result = TargetRates(target=target, start=start, end=end, files_ok=int(files_ok), files_failed=int(files_failed))
-    if values is None:  # nothing moved
-        series = [0.0] * minutes
-    elif offsets is None:  # every minute from the first row to the last
-        series = [0.0] * lead + values + [0.0] * (minutes - lead - len(values))
-    else:
-        series = [0.0] * minutes
-        for offset, moved in zip(offsets, values, strict=True):
-            series[offset] = moved
-    result.volume = float(volume)
+    series = [0.0] * minutes
+    for lead, moved in zip(leads or (), hours or (), strict=True):
+        # The hour's minutes that lie inside [first, last): all but those of a first or last partial hour.
+        low, high = max(0, -lead), min(MINUTES_PER_HOUR, minutes - lead)
+        series[lead + low : lead + high] = moved[low:high]
+    through = list(accumulate(series, initial=0.0))
+    result.volume = through[-1]
     edges = []
     if first_full > start:  # the partial minute at the start
         edges.append((start, min(first_full, end)))
@@ -304,7 +298,6 @@ def _from_row(
         result.files_failed += failed
     duration = (end - start).total_seconds()
     result.average_rate = result.volume / duration if duration > 0 else 0.0
-    through = list(accumulate(series, initial=0.0))
     max_window, stable_window = windows
     best = _best_window(through, widths[0])
     if best is None:  # shorter than the window: the whole activity

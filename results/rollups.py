@@ -1,19 +1,27 @@
-"""The per-minute rollup: a transfer's bytes spread uniformly over its real [start, end), files counted in the
-minute they ended. Incremental (in the transaction that stores records) and a full rebuild in SQL."""
+"""The rollups: a transfer's bytes spread uniformly over its real [start, end), files counted in the minute they
+ended, per minute and key (RateRollup), per hour and key (RateRollupHour, for the matrix) and per flow in arrays of
+an hour's minutes (FlowRollup, for the targets). Incremental (in the transaction that stores records) and a full
+rebuild, both in SQL."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
 
 MINUTE = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
 
 
 def minute_floor(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0)
+
+
+def hour_floor(moment: datetime) -> datetime:
+    """The start of the hour of a UTC moment (hours are cut in UTC, as the rollups cut them)."""
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 VERSION_BUMP = """
@@ -36,7 +44,7 @@ def rollup_versions_bump(experiment_ids: Iterable[int | None]) -> None:
 # --- the rollups kept in SQL: deltas of a set of records computed and upserted by PostgreSQL ------------------
 
 # The records' contributions, as REBUILD computes them, times a sign (+1: add them, -1: take them out), into a
-# temporary table that both rollups are then updated from. {records} is a SELECT of the records' columns.
+# temporary table that the rollups are then updated from. {records} is a SELECT of the records' columns.
 DELTAS_CREATE = """
 CREATE TEMP TABLE rollup_delta ON COMMIT DROP AS
 SELECT minute, experiment_id, source_site_id, destination_site_id, mode, concurrency,
@@ -75,52 +83,110 @@ ON CONFLICT ON CONSTRAINT rollup_unique_key DO UPDATE SET
     files_failed = results_raterollup.files_failed + EXCLUDED.files_failed
 """
 
-FLOW_DELTAS = """
-SELECT experiment_id, flow, site_id, peer_id, minute, sum(bytes) AS bytes, sum(files_ok) AS files_ok,
-       sum(files_failed) AS files_failed
+# Per flow and minute: the traffic into a site, out of it and over a link. {minutes} is a SELECT of RateRollup's
+# columns (the deltas, or the rollup itself for a rebuild).
+FLOW_MINUTES = """
+SELECT experiment_id, flow, site_id, peer_id, minute, sum(bytes) AS bytes, sum(files_ok)::int AS files_ok,
+       sum(files_failed)::int AS files_failed
 FROM (
     SELECT experiment_id, 'in' AS flow, destination_site_id AS site_id, 0 AS peer_id, minute, bytes, files_ok,
            files_failed
-    FROM rollup_delta WHERE destination_site_id IS NOT NULL
+    FROM ({minutes}) AS m WHERE destination_site_id IS NOT NULL
     UNION ALL
     SELECT experiment_id, 'out', source_site_id, 0, minute, bytes, files_ok, files_failed
-    FROM rollup_delta WHERE source_site_id IS NOT NULL
+    FROM ({minutes}) AS m WHERE source_site_id IS NOT NULL
     UNION ALL
     SELECT experiment_id, 'link', source_site_id, destination_site_id, minute, bytes, files_ok, files_failed
-    FROM rollup_delta WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL
+    FROM ({minutes}) AS m WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL
 ) AS flows
 WHERE experiment_id IS NOT NULL
 GROUP BY experiment_id, flow, site_id, peer_id, minute
 """
 
+# ... gathered per flow and hour into FlowRollup's arrays of 60 minutes (results_minute_array, migration 0007, puts
+# each minute's value at its place and 0 in the others). Hours are cut in UTC whatever the session's time zone.
+FLOW_HOURS = f"""
+SELECT experiment_id, flow, site_id, peer_id, hour,
+       results_minute_array(array_agg(at_minute), array_agg(bytes)) AS bytes,
+       results_minute_array(array_agg(at_minute), array_agg(files_ok)) AS files_ok,
+       results_minute_array(array_agg(at_minute), array_agg(files_failed)) AS files_failed,
+       sum(files_ok)::int AS hour_files_ok, sum(files_failed)::int AS hour_files_failed
+FROM (
+    SELECT *, date_trunc('hour', minute, 'UTC') AS hour,
+           ((date_part('epoch', minute) - date_part('epoch', date_trunc('hour', minute, 'UTC'))) / 60)::int
+               AS at_minute
+    FROM ({FLOW_MINUTES}) AS per_minute
+) AS per_hour
+GROUP BY experiment_id, flow, site_id, peer_id, hour
+"""
+
+_FLOW_COLUMNS = (
+    "experiment_id, flow, site_id, peer_id, hour, bytes, files_ok, files_failed, hour_files_ok, hour_files_failed"
+)
+
 FLOW_DELTAS_ADD = f"""
-INSERT INTO results_flowrollup (experiment_id, flow, site_id, peer_id, minute, bytes, files_ok, files_failed)
-SELECT * FROM ({FLOW_DELTAS}) AS deltas
-ORDER BY experiment_id, flow, site_id, peer_id, minute
-ON CONFLICT (experiment_id, flow, site_id, peer_id, minute) DO UPDATE SET
-    bytes = results_flowrollup.bytes + EXCLUDED.bytes,
-    files_ok = results_flowrollup.files_ok + EXCLUDED.files_ok,
-    files_failed = results_flowrollup.files_failed + EXCLUDED.files_failed
+INSERT INTO results_flowrollup ({_FLOW_COLUMNS})
+SELECT * FROM ({FLOW_HOURS.format(minutes="SELECT * FROM rollup_delta")}) AS deltas
+ORDER BY experiment_id, flow, site_id, peer_id, hour
+ON CONFLICT (experiment_id, flow, site_id, peer_id, hour) DO UPDATE SET
+    bytes = results_array_add(results_flowrollup.bytes, EXCLUDED.bytes),
+    files_ok = results_array_add(results_flowrollup.files_ok, EXCLUDED.files_ok),
+    files_failed = results_array_add(results_flowrollup.files_failed, EXCLUDED.files_failed),
+    hour_files_ok = results_flowrollup.hour_files_ok + EXCLUDED.hour_files_ok,
+    hour_files_failed = results_flowrollup.hour_files_failed + EXCLUDED.hour_files_failed
+"""
+
+# The hourly sums of RateRollup, for the matrix.
+RATE_HOURS = """
+SELECT date_trunc('hour', minute, 'UTC') AS hour, experiment_id, source_site_id, destination_site_id, mode,
+       concurrency, sum(bytes) AS bytes, sum(files_ok) AS files_ok, sum(files_failed) AS files_failed
+FROM ({minutes}) AS per_minute
+GROUP BY 1, 2, 3, 4, 5, 6
+"""
+
+_RATE_HOUR_COLUMNS = (
+    "hour, experiment_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok, files_failed"
+)
+
+RATE_HOURS_ADD = f"""
+INSERT INTO results_raterolluphour ({_RATE_HOUR_COLUMNS})
+SELECT * FROM ({RATE_HOURS.format(minutes="SELECT * FROM rollup_delta")}) AS deltas
+ORDER BY hour, experiment_id, source_site_id, destination_site_id, mode, concurrency
+ON CONFLICT ON CONSTRAINT rollup_hour_unique_key DO UPDATE SET
+    bytes = results_raterolluphour.bytes + EXCLUDED.bytes,
+    files_ok = results_raterolluphour.files_ok + EXCLUDED.files_ok,
+    files_failed = results_raterolluphour.files_failed + EXCLUDED.files_failed
 """
 
 # Taking out: the rows exist (the records were added before), and an upsert would check its proposed row of
 # negative counts against the counts' CHECK (>= 0) before it found the conflict, so these are UPDATEs.
-DELTAS_SUBTRACT = """
+_SAME_RATE_KEY = """r.experiment_id IS NOT DISTINCT FROM d.experiment_id
+  AND r.source_site_id IS NOT DISTINCT FROM d.source_site_id
+  AND r.destination_site_id IS NOT DISTINCT FROM d.destination_site_id
+  AND r.mode = d.mode AND r.concurrency IS NOT DISTINCT FROM d.concurrency"""
+
+DELTAS_SUBTRACT = f"""
 UPDATE results_raterollup AS r
 SET bytes = r.bytes + d.bytes, files_ok = r.files_ok + d.files_ok, files_failed = r.files_failed + d.files_failed
 FROM rollup_delta AS d
-WHERE r.minute = d.minute AND r.experiment_id IS NOT DISTINCT FROM d.experiment_id
-  AND r.source_site_id IS NOT DISTINCT FROM d.source_site_id
-  AND r.destination_site_id IS NOT DISTINCT FROM d.destination_site_id
-  AND r.mode = d.mode AND r.concurrency IS NOT DISTINCT FROM d.concurrency
+WHERE r.minute = d.minute AND {_SAME_RATE_KEY}
+"""
+
+RATE_HOURS_SUBTRACT = f"""
+UPDATE results_raterolluphour AS r
+SET bytes = r.bytes + d.bytes, files_ok = r.files_ok + d.files_ok, files_failed = r.files_failed + d.files_failed
+FROM ({RATE_HOURS.format(minutes="SELECT * FROM rollup_delta")}) AS d
+WHERE r.hour = d.hour AND {_SAME_RATE_KEY}
 """
 
 FLOW_DELTAS_SUBTRACT = f"""
 UPDATE results_flowrollup AS r
-SET bytes = r.bytes + d.bytes, files_ok = r.files_ok + d.files_ok, files_failed = r.files_failed + d.files_failed
-FROM ({FLOW_DELTAS}) AS d
-WHERE (r.experiment_id, r.flow, r.site_id, r.peer_id, r.minute) = (d.experiment_id, d.flow, d.site_id, d.peer_id,
-                                                                   d.minute)
+SET bytes = results_array_add(r.bytes, d.bytes), files_ok = results_array_add(r.files_ok, d.files_ok),
+    files_failed = results_array_add(r.files_failed, d.files_failed),
+    hour_files_ok = r.hour_files_ok + d.hour_files_ok, hour_files_failed = r.hour_files_failed + d.hour_files_failed
+FROM ({FLOW_HOURS.format(minutes="SELECT * FROM rollup_delta")}) AS d
+WHERE (r.experiment_id, r.flow, r.site_id, r.peer_id, r.hour) = (d.experiment_id, d.flow, d.site_id, d.peer_id,
+                                                                 d.hour)
 """
 
 ROLLUP_COLUMNS = 'experiment_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes'
@@ -128,7 +194,7 @@ ROLLUP_COLUMNS = 'experiment_id, source_site_id, destination_site_id, mode, conc
 
 def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -> int:
     """Add (sign=1) or take out (sign=-1) the contributions of the records selected by `records` (a SELECT giving
-    at least ROLLUP_COLUMNS) to both rollups, computed in SQL like the rebuild; raises the rollup versions of
+    at least ROLLUP_COLUMNS) to the rollups, computed in SQL like the rebuild; raises the rollup versions of
     their experiments. Call inside the transaction that changed the records. Returns the per-minute rows touched."""
     if sign not in (1, -1):
         raise ValueError("sign is 1 or -1")
@@ -139,6 +205,7 @@ def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -
         cursor.execute(query.replace("%(sign)s", str(sign)), [*params, *params])
         cursor.execute(DELTAS_ADD if sign > 0 else DELTAS_SUBTRACT)
         rows = int(cursor.rowcount)
+        cursor.execute(RATE_HOURS_ADD if sign > 0 else RATE_HOURS_SUBTRACT)
         cursor.execute(FLOW_DELTAS_ADD if sign > 0 else FLOW_DELTAS_SUBTRACT)
         # Last: every writer of an experiment waits for this row until the writer before it commits.
         cursor.execute("SELECT DISTINCT experiment_id FROM rollup_delta")
@@ -175,34 +242,28 @@ GROUP BY minute, experiment_id, source_site_id, destination_site_id, mode, concu
 """
 
 
-FLOW_REBUILD = """
-INSERT INTO results_flowrollup (experiment_id, flow, site_id, peer_id, minute, bytes, files_ok, files_failed)
-SELECT experiment_id, flow, site_id, peer_id, minute, sum(bytes), sum(files_ok), sum(files_failed)
-FROM (
-    SELECT experiment_id, 'in' AS flow, destination_site_id AS site_id, 0 AS peer_id, minute, bytes, files_ok,
-           files_failed
-    FROM results_raterollup WHERE destination_site_id IS NOT NULL
-    UNION ALL
-    SELECT experiment_id, 'out', source_site_id, 0, minute, bytes, files_ok, files_failed
-    FROM results_raterollup WHERE source_site_id IS NOT NULL
-    UNION ALL
-    SELECT experiment_id, 'link', source_site_id, destination_site_id, minute, bytes, files_ok, files_failed
-    FROM results_raterollup WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL
-) AS flows
-WHERE experiment_id IS NOT NULL
-GROUP BY experiment_id, flow, site_id, peer_id, minute
+FLOW_REBUILD = f"""
+INSERT INTO results_flowrollup ({_FLOW_COLUMNS})
+{FLOW_HOURS.format(minutes="SELECT * FROM results_raterollup")}
+"""
+
+RATE_HOURS_REBUILD = f"""
+INSERT INTO results_raterolluphour ({_RATE_HOUR_COLUMNS})
+{RATE_HOURS.format(minutes="SELECT * FROM results_raterollup")}
 """
 
 
 @transaction.atomic
 def rollups_rebuild() -> int:
-    """Recompute both rollups from the records (after bulk loads or re-matching sites). Returns the rows of the
+    """Recompute the rollups from the records (after bulk loads or re-matching sites). Returns the rows of the
     per-minute rollup."""
     with connection.cursor() as cursor:
-        cursor.execute("LOCK TABLE results_raterollup, results_flowrollup IN EXCLUSIVE MODE")
+        cursor.execute("LOCK TABLE results_raterollup, results_raterolluphour, results_flowrollup IN EXCLUSIVE MODE")
         cursor.execute("DELETE FROM results_raterollup")
         cursor.execute(REBUILD)
         rows = int(cursor.rowcount)
+        cursor.execute("DELETE FROM results_raterolluphour")
+        cursor.execute(RATE_HOURS_REBUILD)
         cursor.execute("DELETE FROM results_flowrollup")
         cursor.execute(FLOW_REBUILD)
         cursor.execute("SELECT DISTINCT experiment_id FROM results_transferrecord")

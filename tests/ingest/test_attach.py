@@ -19,32 +19,20 @@ from ingest.tasks import records_attach_task
 from results.models import FlowRollup, RateRollup, TransferRecord
 from results.rates import target_rates
 from results.rollups import rollups_rebuild
+from tests.results.rollup_rows import rollup_rows
 
 from .conftest import uam_target
 from .samples import FTS_COMPLETE, fts_variant
 
 
 def rollup_state(*, approximate: bool = False) -> dict[tuple[Any, ...], Any]:
-    """Both rollups as {key: (bytes, files ok)}, rows that hold nothing (all taken out) left out; bytes approximate
-    (sums of floats in another order)."""
-    state: dict[tuple[Any, ...], Any] = {}
-    for r in RateRollup.objects.all():
-        if abs(r.bytes) > 1e-3 or r.files_ok or r.files_failed:
-            key: tuple[Any, ...] = ("rate", r.minute, r.experiment_id, r.source_site_id, r.destination_site_id, r.mode)
-            state[key] = (
-                pytest.approx(r.bytes, rel=1e-9, abs=1e-3) if approximate else r.bytes,
-                r.files_ok,
-                r.files_failed,
-            )
-    for f in FlowRollup.objects.all():
-        if abs(f.bytes) > 1e-3 or f.files_ok or f.files_failed:
-            key = ("flow", f.minute, f.experiment_id, f.flow, f.site_id, f.peer_id)
-            state[key] = (
-                pytest.approx(f.bytes, rel=1e-9, abs=1e-3) if approximate else f.bytes,
-                f.files_ok,
-                f.files_failed,
-            )
-    return state
+    """The rollups as {(table, time, *key): (bytes, files ok, files failed)}, rows that hold nothing (all taken out)
+    left out; bytes approximate (sums of floats in another order)."""
+    return {
+        (table, *row[:-3]): (pytest.approx(row[-3], rel=1e-9, abs=1e-3) if approximate else row[-3], *row[-2:])
+        for table, rows in rollup_rows().items()
+        for row in rows
+    }
 
 
 @pytest.mark.django_db

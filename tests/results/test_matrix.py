@@ -141,11 +141,26 @@ def test_the_matrix_selects_one_concurrency_and_one_experiment(two_links: dict[s
     assert cells_by_link(atlas_40)[("CERN", "CNAF", None, 40)].volume == pytest.approx(360 * GB)
 
 
+def test_a_window_of_partial_hours_counts_exactly_what_moved_inside_it(world: dict[str, Any]) -> None:
+    # 10:25 to 13:40 of one day: whole hours 11:00-13:00 from the hourly rollup, 35 and 40 minutes at the ends from
+    # the per-minute one. 1 GB per minute from 10:00 to 14:00, one failure ending in each hour.
+    challenge = world["challenge"]
+    challenge.start, challenge.end = at(10 * 60 + 25), at(13 * 60 + 40)
+    challenge.save()
+    records_store(records=[record(world, start=m, end=m + 1, size=GB) for m in range(600, 840)])
+    records_store(records=[record(world, start=m, end=m + 1, state="failed") for m in (610, 650, 700, 800, 830)])
+    [cell] = matrix_for_challenge(challenge=challenge).cells
+    assert cell.volume == pytest.approx(195 * GB)  # 10:25 to 13:40
+    assert cell.average_rate == pytest.approx(195 * GB / (195 * 60))
+    assert (cell.files_ok, cell.files_failed) == (195, 3)  # ended at 10:51, 11:41 and 13:21 (not 10:11, 13:51)
+
+
 def test_the_matrix_reads_the_rollup_in_three_queries(
     two_links: dict[str, Any], django_assert_num_queries: Any
 ) -> None:
     cache.clear()
-    with django_assert_num_queries(3):  # the rollup versions; the rollup grouped by link, mode, concurrency; sites
+    # the rollup versions; the whole hours and the minutes of partial hours, grouped by link, mode, concurrency; sites
+    with django_assert_num_queries(3):
         matrix_for_challenge(challenge=two_links["challenge"], split=["mode"])
 
 

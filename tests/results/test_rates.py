@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from challenges.models import Activity, Challenge, Target
-from results.models import FlowRollup, RateRollup, RollupVersion, TransferRecord
+from results.models import RateRollup, RollupVersion, TransferRecord
 from results.rates import rates_for_challenge, target_rates
 from results.rollups import rollups_rebuild
 from results.services import records_store
 from sites.models import Experiment, Site
+
+from .rollup_rows import rollup_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -231,13 +233,9 @@ def test_hosts_are_taken_from_the_urls(world: dict[str, Any]) -> None:
     assert (stored.source_host, stored.destination_host) == ("eos.cern.ch", "xrootd.cnaf.infn.it")
 
 
-def rollup_tables() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Every row of both rollups, bytes rounded (sums in another order differ in the last bits)."""
-    keys = ("minute", "experiment_id", "source_site_id", "destination_site_id", "mode", "concurrency")
-    rates = [(*row[:-3], round(row[-3], 3), *row[-2:]) for row in RateRollup.objects.values_list(*keys, *COUNTS)]
-    flow_keys = ("experiment_id", "flow", "site_id", "peer_id", "minute")
-    flows = [(*row[:-3], round(row[-3], 3), *row[-2:]) for row in FlowRollup.objects.values_list(*flow_keys, *COUNTS)]
-    return sorted(rates, key=repr), sorted(flows, key=repr)
+def rollup_tables() -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the rollups, bytes rounded (sums in another order differ in the last bits)."""
+    return {name: [(*row[:-3], round(row[-3], 3), *row[-2:]) for row in rows] for name, rows in rollup_rows().items()}
 
 
 COUNTS = ("bytes", "files_ok", "files_failed")
@@ -271,11 +269,9 @@ def test_the_sql_rebuild_gives_the_same_rollups_as_the_incremental_ones(world: d
     # Two batches: the second adds to rows the first wrote, and a duplicate in it adds nothing.
     assert records_store(records=[*records[30:], again]).duplicates == 1
     incremental = rollup_tables()
-    assert incremental[0] and incremental[1]
+    assert all(incremental.values())
     rollups_rebuild()
-    rebuilt = rollup_tables()
-    assert rebuilt[0] == incremental[0]  # RateRollup
-    assert rebuilt[1] == incremental[1]  # FlowRollup
+    assert rollup_tables() == incremental
 
 
 @pytest.mark.parametrize(
@@ -333,6 +329,28 @@ def test_the_best_windows_match_a_brute_force_search(world: dict[str, Any], movi
     # Whole GB in whole minutes: every window's sum is exact, so the earliest of equal windows is well defined.
     records_store(records=[record(world, start=at(m), end=at(m + 1), size=draw.randint(1, 1000) * GB) for m in minutes])
     result = rates(world, the_target)
+    for (rate, window_start), width in (
+        ((result.max_rate, result.max_window_start), 60),
+        ((result.stable_rate, result.stable_window_start), 300),
+    ):
+        best_rate, best_start = reference(world, the_target, width)
+        assert rate == pytest.approx(best_rate)
+        assert window_start == best_start
+
+
+def test_a_window_of_partial_hours_matches_a_brute_force_sum(world: dict[str, Any]) -> None:
+    # 00:25 to 08:05: the flow rollup's first and last hour rows hold minutes outside the window.
+    the_target = target(world, start=at(25), end=at(485))
+    draw = random.Random(11)
+    moved = {minute: draw.randint(1, 1000) * GB for minute in range(0, 540) if minute % 9}
+    records_store(records=[record(world, start=at(m), end=at(m + 1), size=size) for m, size in moved.items()])
+    failed = [record(world, start=at(m), end=at(m + 1), size=0, state="failed") for m in (3, 24, 25, 300, 484, 485)]
+    records_store(records=failed)
+    result = rates(world, the_target)
+    assert result.volume == pytest.approx(sum(size for minute, size in moved.items() if 25 <= minute < 485))
+    # Files count in the minute they end: those ending at 00:25 ... 08:04.
+    assert result.files_ok == sum(1 for minute in moved if 25 <= minute + 1 < 485)
+    assert result.files_failed == 3  # ended 00:25, 00:26 and 05:01; not 00:04, 08:05 or 08:06
     for (rate, window_start), width in (
         ((result.max_rate, result.max_window_start), 60),
         ((result.stable_rate, result.stable_window_start), 300),
