@@ -1,5 +1,5 @@
-"""Parsers of the formats DDM systems publish, each item into one unsaved results.TransferRecord (or a skip, or a
-clear error). Plain functions of one message; the registry they match against is read once per batch (Registry).
+"""Parsers of the formats DDM systems publish, each item into one results.rows.RecordRow (or a skip, or a clear
+error). Plain functions of one message; the registry they match against is read once per batch (Registry).
 
 Sources of the formats:
 - FTS3 "transfer complete" monitoring message: cern-fts/fts3 src/url-copy (msg-ifce, SendTransferFinishMessage);
@@ -22,10 +22,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from django.db.models.base import ModelState
 
 from results.choices import Origin, RecordState
-from results.models import TransferRecord
+from results.rows import RecordRow
 from sites.models import Experiment, NetworkHost, StorageEndpoint
 
 
@@ -54,6 +53,10 @@ MAX_TRANSFER_DAYS = 7
 
 
 SiteMatch = tuple[int, int | None]  # (site id, endpoint id or None)
+StorageOfUrl = tuple[str, int | None, int | None]  # (host, site id, endpoint id)
+# A batch names a few storage doors thousands of times; a dump or a stream read with one registry could name
+# many more, so the cache of their matches is emptied past this size rather than grown without end.
+STORAGE_CACHE_SIZE = 4096
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Registry:
     by_host: dict[str, SiteMatch] = field(default_factory=dict)
     by_rse: dict[str, SiteMatch] = field(default_factory=dict)
     network: dict[str, int] = field(default_factory=dict)
+    _storage_of_url: dict[tuple[str | None, str], StorageOfUrl] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls) -> Registry:
@@ -116,6 +120,21 @@ class Registry:
         host, port = url_authority(url)
         return self.by_host_port.get((host, port)) or self.by_host.get(host)
 
+    def storage_of_url(self, url: str, rse: Any = None) -> StorageOfUrl:
+        """The host of a storage URL and its site and endpoint (storage()), once per RSE name and scheme://host:port
+        of the URL."""
+        start = url.find("//")
+        end = url.find("/", start + 2) if start >= 0 else -1
+        key = (rse if type(rse) is str else None, url if end < 0 else url[:end])
+        found = self._storage_of_url.get(key)
+        if found is None:
+            match = self.storage(url, rse)
+            found = (url_authority(url)[0], *(match or (None, None)))
+            if len(self._storage_of_url) >= STORAGE_CACHE_SIZE:
+                self._storage_of_url.clear()
+            self._storage_of_url[key] = found
+        return found
+
     def network_site(self, address: str) -> int | None:
         address = address.lower()
         found = self.network.get(address)
@@ -151,10 +170,6 @@ def url_authority(url: str) -> tuple[str, int | None]:
 
 # --- records ---------------------------------------------------------------------------------------------------
 
-_FIELDS = [f for f in TransferRecord._meta.concrete_fields]
-_DEFAULTS = {f.attname: f.get_default() for f in _FIELDS}
-
-
 # Record fields checked before a record is made, and how each format names them in its messages.
 _TEXT_FIELDS = ("origin_id", "transfer_key", "source_url", "destination_url", "source_host", "destination_host")
 
@@ -184,16 +199,12 @@ def _duration_check(seconds: float) -> None:
         )
 
 
-def record_new(values: dict[str, Any], names: Mapping[str, str] | None = None) -> TransferRecord:
-    """An unsaved TransferRecord with these attribute values (attnames) and the model's defaults for the rest,
-    without the cost of Model.__init__ (a batch makes thousands). Values PostgreSQL would refuse are an ItemError
-    that names the message's field (names: attname -> the format's name of it)."""
+def record_new(values: dict[str, Any], names: Mapping[str, str] | None = None) -> RecordRow:
+    """The row of a record with these attribute values (attnames) and the model's defaults for the rest. Values
+    PostgreSQL would refuse are an ItemError that names the message's field (names: attname -> the format's name
+    of it)."""
     _storable(values, names or {})
-    record = TransferRecord.__new__(TransferRecord)
-    record._state = ModelState()
-    record.__dict__.update(_DEFAULTS)
-    record.__dict__.update(values)
-    return record
+    return RecordRow(**values)
 
 
 def _number(item: Mapping[str, Any], *names: str, required: bool = True) -> float | None:
@@ -284,14 +295,6 @@ def _matched(values: dict[str, Any], side: str, match: SiteMatch | None) -> None
 # --- FTS -----------------------------------------------------------------------------------------------------
 
 FTS_STATES = {"ok": OK, "error": FAILED, "abort": FAILED, "Ok": OK, "Error": FAILED, "Abort": FAILED}
-FTS_NAMES = {
-    "origin_id": "tr_id",
-    "transfer_key": "file_metadata.request_id/job_id",
-    "source_url": "src_url",
-    "destination_url": "dst_url",
-    "source_host": "src_url",
-    "destination_host": "dst_url",
-}
 
 
 def _metadata(value: Any) -> Mapping[str, Any]:
@@ -332,7 +335,7 @@ def _fts_last_try(item: Mapping[str, Any], final: str, retry: int | None) -> boo
     return retry is None or retry_max is None or retry >= retry_max
 
 
-def parse_fts(item: Mapping[str, Any], registry: Registry) -> TransferRecord:
+def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
     """An FTS3 transfer-complete message. Times: the data transfer itself (timestamp_tr_st/_comp) when FTS
     measured it, else the whole transfer (tr_timestamp_start/_complete). The same file reported by Rucio has the
     same transfer_key: Rucio's request id (in file_metadata) and the FTS job id.
@@ -340,7 +343,11 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> TransferRecord:
     FTS sends one message per try of a file, all with that request id and job id: each try is a record, and only
     the try that ends the job (the successful one, or the last failed one) takes the transfer key, so that the
     earlier tries are not taken for duplicates of it, and Rucio's report of the job still is. A failed try's id
-    is tr_id#retry: tr_id is made from the minute the message is sent, which quick tries share."""
+    is tr_id#retry: tr_id is made from the minute the message is sent, which quick tries share.
+
+    The row is made here, field by field, rather than through record_new: this parser runs for every message of a
+    stream of tens of thousands a second. Its checks are record_new's, in the same order (so the same error for
+    the same message)."""
     tr_id = _text(item, "tr_id", required=True)
     final = item.get("t_final_transfer_state")
     state = FTS_STATES.get(final) if type(final) is str else None
@@ -371,24 +378,52 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> TransferRecord:
     request_id = metadata.get("request_id")
     retry = _counter(item.get("retry"))
     last_try = state == OK or _fts_last_try(item, str(final), retry)
-    values: dict[str, Any] = {
-        "experiment_id": registry.experiment(item.get("vo")),
-        "source_url": source_url,
-        "destination_url": destination_url,
-        "source_host": url_authority(source_url)[0],
-        "destination_host": url_authority(destination_url)[0],
-        "bytes": _byte_count(size, "file_size"),
-        "start": _epoch_ms(start_ms, start_name),
-        "end": _epoch_ms(end_ms, end_name),
-        "state": state,
-        "error_message": _text(item, "t__error_message") if state != OK else "",
-        "origin": FTS,
-        "origin_id": _origin_id(tr_id if state == OK or retry is None else f"{tr_id}#{retry}"),
-        "transfer_key": _transfer_key(request_id, job_id) if request_id and job_id and last_try else "",
-    }
-    _matched(values, "source", registry.storage(source_url, metadata.get("src_rse")))
-    _matched(values, "destination", registry.storage(destination_url, metadata.get("dst_rse")))
-    return record_new(values, FTS_NAMES)
+    experiment = registry.experiment(item.get("vo"))
+    byte_count = _byte_count(size, "file_size")
+    start = _epoch_ms(start_ms, start_name)
+    end = _epoch_ms(end_ms, end_name)
+    error_message = _text(item, "t__error_message") if state != OK else ""
+    origin_id = _origin_id(tr_id if state == OK or retry is None else f"{tr_id}#{retry}")
+    transfer_key = _transfer_key(request_id, job_id) if request_id and job_id and last_try else ""
+    source_host, source_site, source_endpoint = registry.storage_of_url(source_url, metadata.get("src_rse"))
+    destination_host, destination_site, destination_endpoint = registry.storage_of_url(
+        destination_url, metadata.get("dst_rse")
+    )
+    # record_new's checks (_storable). The hosts need no NUL check: a host is part of its URL, checked here.
+    if "\x00" in origin_id:
+        raise ItemError("tr_id: contains a NUL character")
+    if "\x00" in transfer_key:
+        raise ItemError("file_metadata.request_id/job_id: contains a NUL character")
+    if "\x00" in source_url:
+        raise ItemError("src_url: contains a NUL character")
+    if "\x00" in destination_url:
+        raise ItemError("dst_url: contains a NUL character")
+    if len(source_host) > HOST_LENGTH:
+        raise ItemError(f"src_url: a host name of {len(source_host)} characters (at most 255)")
+    if len(destination_host) > HOST_LENGTH:
+        raise ItemError(f"dst_url: a host name of {len(destination_host)} characters (at most 255)")
+    if "\x00" in error_message:
+        error_message = error_message.replace("\x00", "")
+    _duration_check((end - start).total_seconds())
+    return RecordRow(
+        experiment_id=experiment,
+        source_site_id=source_site,
+        destination_site_id=destination_site,
+        source_endpoint_id=source_endpoint,
+        destination_endpoint_id=destination_endpoint,
+        source_url=source_url,
+        destination_url=destination_url,
+        bytes=byte_count,
+        start=start,
+        end=end,
+        state=state,
+        error_message=error_message,
+        origin=FTS,
+        origin_id=origin_id,
+        transfer_key=transfer_key,
+        source_host=source_host,
+        destination_host=destination_host,
+    )
 
 
 # --- Rucio ---------------------------------------------------------------------------------------------------
@@ -423,9 +458,7 @@ def _rucio_duration(value: Any) -> float:
     return seconds
 
 
-def parse_rucio(
-    item: Mapping[str, Any], registry: Registry, *, default_experiment: int | None = None
-) -> TransferRecord:
+def parse_rucio(item: Mapping[str, Any], registry: Registry, *, default_experiment: int | None = None) -> RecordRow:
     """A Rucio Hermes envelope of a transfer-done or transfer-failed event (other types: Skip). The payload
     names its VO only on multi-VO instances: without one, the experiment of the sending DDM service."""
     event_type = item.get("event_type")
@@ -487,9 +520,7 @@ PERFSONAR_NAMES = {
 }
 
 
-def parse_perfsonar(
-    item: Mapping[str, Any], registry: Registry, *, default_experiment: int | None = None
-) -> TransferRecord:
+def parse_perfsonar(item: Mapping[str, Any], registry: Registry, *, default_experiment: int | None = None) -> RecordRow:
     """A pScheduler throughput run: {"task": {"test": {"type": "throughput", "spec": {"source", "dest"}}},
     "run": {"href", "start-time", "result-merged"}} (or the result as "result"), with an optional "experiment".
     The bytes of the run's summary over its duration; sites by their network hosts."""

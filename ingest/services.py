@@ -1,5 +1,5 @@
-"""Ingestion: batches of DDM messages into records (services.records_store does the storing), and attaching the
-records of hosts registered after they arrived."""
+"""Ingestion: batches of DDM messages into records (results.services.record_rows_store does the storing), and
+attaching the records of hosts registered after they arrived."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import orjson
 from django.db import connection, transaction
 
-from results.models import TransferRecord
 from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
-from results.services import RECORDS_LOCK, records_store
+from results.rows import RecordRow
+from results.services import RECORDS_LOCK, record_rows_store
 from sites.roles import user_experiment_ids, user_is_coordinator
 
 from .parsers import FORMATS, ItemError, Registry, Skip, parse_fts, parse_perfsonar, parse_rucio
@@ -72,7 +72,7 @@ class IngestResult:
         self.rejected += [{**entry, "index": entry["index"] + offset} for entry in other.rejected]
 
 
-Parser = Callable[[Mapping[str, Any], Registry, int | None], TransferRecord]
+Parser = Callable[[Mapping[str, Any], Registry, int | None], RecordRow]
 
 
 def _parser(format: str) -> Parser:
@@ -105,7 +105,7 @@ def ingest_items(
         allowed = user_experiment_ids(user=user)
     default = next(iter(allowed)) if allowed is not None and len(allowed) == 1 else default_experiment
     result = IngestResult()
-    records: list[TransferRecord] = []
+    records: list[RecordRow] = []
     for index, item in enumerate(items):
         try:
             if type(item) is not dict:  # JSON objects are dicts: the checks below only for the others
@@ -132,7 +132,7 @@ def ingest_items(
             )
             continue
         records.append(record)
-    summary = records_store(records=records)
+    summary = record_rows_store(rows=records)
     result.accepted, result.duplicates = summary.stored, summary.duplicates
     return result
 

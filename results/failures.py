@@ -28,6 +28,7 @@ from sites.models import Site
 
 from .choices import ErrorCategory, RecordState
 from .models import FailureRule, TransferRecord, validate_failure_pattern
+from .rows import RecordRow
 
 CompiledRules = list[tuple[re.Pattern[str], str]]
 TOP_MESSAGES = 5
@@ -66,6 +67,29 @@ def failure_categorize_records(records: Iterable[TransferRecord]) -> None:
         if rules is None:
             rules = failure_rules_compiled()
         record.error_category = failure_categorize(record.error_message, rules=rules)
+
+
+def failure_categorize_rows(rows: Sequence[RecordRow]) -> list[RecordRow]:
+    """The rows with their error_category: failed ones by the rules (read in one query, only when a row failed),
+    the others blank. record_rows_store calls this before inserting a batch."""
+    failed = RecordState.FAILED.value
+    rules: CompiledRules | None = None
+    # A batch repeats its failures' messages (one cause, many files): each is matched against the rules once.
+    categories: dict[str, str] = {}
+    categorized = list(rows)
+    for index, row in enumerate(categorized):
+        if row.state != failed:
+            if row.error_category:
+                categorized[index] = row._replace(error_category="")
+            continue
+        category = categories.get(row.error_message)
+        if category is None:
+            if rules is None:
+                rules = failure_rules_compiled()
+            category = categories[row.error_message] = failure_categorize(row.error_message, rules=rules)
+        if row.error_category != category:
+            categorized[index] = row._replace(error_category=category)
+    return categorized
 
 
 def failure_pattern_problem(pattern: str) -> str | None:
