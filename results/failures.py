@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,37 +56,41 @@ def failure_categorize(message: str, *, rules: CompiledRules | None = None) -> s
     return ErrorCategory.OTHER.value
 
 
-def failure_categorize_records(records: Iterable[TransferRecord]) -> None:
-    """Set error_category on unsaved records (one query for the rules): failed ones by the rules, the others
-    blank. records_store calls this before inserting a batch."""
+def _categories_of_batch() -> Callable[[str], str]:
+    """The category of a failed record's message, by the enabled rules read at the batch's first failure (a batch
+    without one makes no query). A batch repeats its failures' messages (one cause, many files): each is matched
+    against the rules once."""
     rules: CompiledRules | None = None
-    for record in records:
-        if record.state != RecordState.FAILED:
-            record.error_category = ""
-            continue
-        if rules is None:
-            rules = failure_rules_compiled()
-        record.error_category = failure_categorize(record.error_message, rules=rules)
-
-
-def failure_categorize_rows(rows: Sequence[RecordRow]) -> list[RecordRow]:
-    """The rows with their error_category: failed ones by the rules (read in one query, only when a row failed),
-    the others blank. record_rows_store calls this before inserting a batch."""
-    failed = RecordState.FAILED.value
-    rules: CompiledRules | None = None
-    # A batch repeats its failures' messages (one cause, many files): each is matched against the rules once.
     categories: dict[str, str] = {}
-    categorized = list(rows)
-    for index, row in enumerate(categorized):
-        if row.state != failed:
-            if row.error_category:
-                categorized[index] = row._replace(error_category="")
-            continue
-        category = categories.get(row.error_message)
+
+    def category_of(message: str) -> str:
+        nonlocal rules
+        category = categories.get(message)
         if category is None:
             if rules is None:
                 rules = failure_rules_compiled()
-            category = categories[row.error_message] = failure_categorize(row.error_message, rules=rules)
+            category = categories[message] = failure_categorize(message, rules=rules)
+        return category
+
+    return category_of
+
+
+def failure_categorize_records(records: Iterable[TransferRecord]) -> None:
+    """Set error_category on unsaved records (one query for the rules): failed ones by the rules, the others
+    blank. records_store calls this before inserting a batch."""
+    category_of = _categories_of_batch()
+    for record in records:
+        record.error_category = category_of(record.error_message) if record.state == RecordState.FAILED else ""
+
+
+def failure_categorize_rows(rows: Sequence[RecordRow]) -> list[RecordRow]:
+    """The rows with their error_category: failed ones by the rules (one query, only when a row failed), the others
+    blank. record_rows_store calls this before inserting a batch."""
+    failed = RecordState.FAILED.value
+    category_of = _categories_of_batch()
+    categorized = list(rows)
+    for index, row in enumerate(categorized):
+        category = category_of(row.error_message) if row.state == failed else ""
         if row.error_category != category:
             categorized[index] = row._replace(error_category=category)
     return categorized
