@@ -14,7 +14,11 @@ from .choices import ErrorCategory, Origin, RecordState
 class TransferRecord(models.Model):
     """One file transfer, whatever produced it. Its bytes count spread uniformly over its real [start, end)."""
 
-    experiment = models.ForeignKey(Experiment, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # No index of its own for the experiment and the run: (experiment, start) and record_run_state serve every query
+    # on them (and the deletion checks), and each index more is kept on every ingested row.
+    experiment = models.ForeignKey(
+        Experiment, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
     source_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     destination_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     source_endpoint = models.ForeignKey(
@@ -43,7 +47,9 @@ class TransferRecord(models.Model):
     )
     source_host = models.CharField(max_length=255, blank=True, help_text="host of source_url, to match sites")
     destination_host = models.CharField(max_length=255, blank=True, help_text="host of destination_url")
-    run = models.ForeignKey("challenges.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records")
+    run = models.ForeignKey(
+        "challenges.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records", db_index=False
+    )
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try of this file in its run")
 
     class Meta:
