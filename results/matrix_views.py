@@ -383,10 +383,14 @@ def failure_rule_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
 @require_POST
 @coordinator_required
 def failure_rules_recategorize(request: HttpRequest) -> HttpResponse:
-    """Re-categorise the stored failed records (one challenge's, or all) with the current rules."""
+    """Re-categorise the stored failed records (one challenge's, or all) with the current rules, in the background."""
     slug = request.POST.get("challenge", "")
     challenge = get_object_or_404(Challenge, slug=slug) if slug else None
-    changed = failures.failures_recategorize(challenge=challenge)
+    failures.failures_recategorize_on_commit(challenge=challenge)
     scope = challenge.name if challenge else "all challenges"
-    messages.success(request, f"Re-categorised the failed records of {scope}: {changed} changed category.")
+    messages.success(
+        request,
+        f"The failed records of {scope} are being re-categorised in the background (minutes for millions of "
+        "records); the failure causes show the new categories when it is done.",
+    )
     return redirect("results-matrix:failure_rules")

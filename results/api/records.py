@@ -10,7 +10,7 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,7 +23,6 @@ from ..choices import ErrorCategory, RecordState
 from ..failures import (
     failure_pattern_problem,
     failure_rule_next_position,
-    failures_recategorize,
     failures_recategorize_on_commit,
 )
 from ..models import FailureRule, TransferRecord
@@ -168,15 +167,25 @@ class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
     @extend_schema(
         request=None,
         parameters=[OpenApiParameter("challenge", str, description="only this challenge's records (slug)")],
-        responses={200: inline_serializer("Recategorized", {"changed": serializers.IntegerField()})},
+        responses={
+            202: inline_serializer(
+                "RecategorizeQueued",
+                {"detail": serializers.CharField(), "challenge": serializers.CharField(allow_null=True)},
+            )
+        },
     )
     @action(detail=False, methods=["post"])
     def recategorize(self, request: Request) -> Response:
-        """Apply the current rules to the stored failed records; answers how many changed category."""
+        """Apply the current rules to the stored failed records (of one challenge, or all) in the background: a
+        Celery task sent once this request commits (minutes for millions of records)."""
         slug = request.query_params.get("challenge") or request.data.get("challenge")
         challenge = None
         if slug:
             challenge = Challenge.objects.filter(slug=slug).first()
             if challenge is None:
                 raise serializers.ValidationError({"challenge": [f"no challenge {slug!r}"]})
-        return Response({"changed": failures_recategorize(challenge=challenge)})
+        failures_recategorize_on_commit(challenge=challenge)
+        return Response(
+            {"detail": "re-categorising in the background", "challenge": slug or None},
+            status=status.HTTP_202_ACCEPTED,
+        )

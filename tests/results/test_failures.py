@@ -166,6 +166,17 @@ def test_recategorising_one_challenge_leaves_other_records_alone(world: dict[str
     assert sorted(TransferRecord.objects.values_list("error_category", flat=True)) == ["", "no-such-file"]
 
 
+def test_the_recategorise_api_sends_a_task_for_one_challenge(
+    world: dict[str, Any], tasks_run_here: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    records_store(records=[failed(world, "No such file", end=10), failed(world, "No such file", end=500)])
+    TransferRecord.objects.update(error_category="")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = coordinator_api().post("/api/v1/failure-rules/recategorize/", {"challenge": "tc"}, format="json")
+    assert response.status_code == 202 and response.json()["challenge"] == "tc"
+    assert sorted(TransferRecord.objects.values_list("error_category", flat=True)) == ["", "no-such-file"]
+
+
 @pytest.mark.parametrize(
     "pattern",
     ["(unclosed", r"\bword\b", "(?P<name>x)", "(?i)timeout", "   "],
@@ -271,7 +282,9 @@ def test_a_coordinator_sees_a_bad_pattern_refused_in_place(client: Client) -> No
     assert not FailureRule.objects.filter(pattern="(broken").exists()
 
 
-def test_a_coordinator_adds_reorders_disables_and_recategorises(client: Client, world: dict[str, Any]) -> None:
+def test_a_coordinator_adds_reorders_disables_and_recategorises(
+    client: Client, world: dict[str, Any], tasks_run_here: None, django_capture_on_commit_callbacks: Any
+) -> None:
     coordinator = logged_in(client, "coordinator")
     records_store(records=[failed(world, "door said: quota exceeded")])
     response = coordinator.post(
@@ -283,8 +296,13 @@ def test_a_coordinator_adds_reorders_disables_and_recategorises(client: Client, 
     coordinator.post(f"/results/failures/rules/{added.pk}/up/")
     order = list(FailureRule.objects.order_by("position", "id").values_list("pk", flat=True))
     assert order[-2] == added.pk
-    response = coordinator.post("/results/failures/rules/recategorize/", {"challenge": "tc"}, follow=True)
-    assert "1 changed category" in response.content.decode()
+    TransferRecord.objects.update(error_category="other")  # as before the rule, had no task run yet
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = coordinator.post("/results/failures/rules/recategorize/", {"challenge": "tc"}, follow=True)
+    assert "The failed records of TC are being re-categorised in the background" in response.content.decode()
+    assert TransferRecord.objects.get().error_category == "other"  # not in the request
+    for callback in callbacks:
+        callback()
     assert TransferRecord.objects.get().error_category == "permission"
     coordinator.post(f"/results/failures/rules/{added.pk}/disable/")
     assert not FailureRule.objects.get(pk=added.pk).enabled
@@ -300,7 +318,13 @@ def test_the_rules_api_refuses_a_bad_pattern_with_the_field() -> None:
     assert response.status_code == 400 and "pattern" in response.json()
     ok = client.post("/api/v1/failure-rules/", {"pattern": "quota", "category": "other"}, format="json")
     assert ok.status_code == 201
-    assert client.post("/api/v1/failure-rules/recategorize/").json() == {"changed": 0}
+    queued = client.post("/api/v1/failure-rules/recategorize/", {"challenge": "nope"}, format="json")
+    assert queued.status_code == 400 and queued.json() == {"challenge": ["no challenge 'nope'"]}
+    queued = client.post("/api/v1/failure-rules/recategorize/")
+    assert queued.status_code == 202 and queued.json() == {
+        "detail": "re-categorising in the background",
+        "challenge": None,
+    }
 
 
 def test_a_viewer_reads_but_cannot_write_the_rules_api() -> None:
