@@ -26,9 +26,15 @@ def serving_index() -> dict[int, set[int]]:
 
 
 def window_problems(*, start: datetime | None, end: datetime | None) -> list[Problem]:
+    """End after start, both on a whole minute: the rollups count bytes per minute, so a window with seconds would
+    have its partial minutes read from the raw records (exact, but a full scan of a site's records at scale)."""
+    problems = []
+    for field, moment in (("start", start), ("end", end)):
+        if moment is not None and (moment.second or moment.microsecond):
+            problems.append((field, f"on a whole minute, not {moment.isoformat()} (rates are kept per minute)"))
     if start is not None and end is not None and end <= start:
-        return [("end", "the end must be after the start")]
-    return []
+        problems.append(("end", "the end must be after the start"))
+    return problems
 
 
 def challenge_problems(

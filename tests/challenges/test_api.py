@@ -28,7 +28,7 @@ def plan() -> dict[str, Any]:
     cern.experiments.set([atlas, cms])
     cnaf.experiments.set([atlas])
     lone.experiments.set([cms])
-    now = timezone.now().replace(microsecond=0)
+    now = timezone.now().replace(second=0, microsecond=0)
     challenge = Challenge.objects.create(
         name="DC", slug="dc", start=now - timedelta(days=2), end=now + timedelta(days=5)
     )
@@ -73,7 +73,7 @@ def api(role: str, experiment: Experiment | None = None) -> APIClient:
 
 
 def activity_body(**overrides: Any) -> dict[str, Any]:
-    now = timezone.now()
+    now = timezone.now().replace(second=0, microsecond=0)
     body = {
         "challenge": "dc",
         "name": "new",
@@ -98,10 +98,19 @@ def test_a_viewer_cannot_create_an_activity(plan: dict[str, Any]) -> None:
 
 
 def test_an_activity_ending_before_it_starts_is_refused_on_its_end(plan: dict[str, Any]) -> None:
-    body = activity_body(start=timezone.now().isoformat(), end=(timezone.now() - timedelta(hours=1)).isoformat())
+    now = timezone.now().replace(second=0, microsecond=0)
+    body = activity_body(start=now.isoformat(), end=(now - timedelta(hours=1)).isoformat())
     response = api("coordinator").post("/api/v1/activities/", body, format="json")
     assert response.status_code == 400
     assert response.json()["end"] == ["the end must be after the start"]
+
+
+def test_an_activity_window_with_seconds_is_refused_on_its_field(plan: dict[str, Any]) -> None:
+    start = timezone.now().replace(second=0, microsecond=0) + timedelta(hours=2, seconds=30)
+    response = api("coordinator").post("/api/v1/activities/", activity_body(start=start.isoformat()), format="json")
+    assert response.status_code == 400
+    assert response.json() == {"start": [f"on a whole minute, not {start.isoformat()} (rates are kept per minute)"]}
+    assert not Activity.objects.filter(name="new").exists()
 
 
 def test_an_activity_outside_its_challenge_is_refused(plan: dict[str, Any]) -> None:
