@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import ssl
 import sys
@@ -667,15 +668,40 @@ http {{
             raise ValueError(f"{origin_url} is not a URL of the testbed's origin {origin}")
         return cache + origin_url.removeprefix(origin)
 
-    def cache_flush(self) -> None:
-        """Empty the cache: delete every cached file (and its .cinfo), so that the next read goes to the origin."""
+    def cache_flush(self, *, wait: float = 10.0) -> None:
+        """Empty the cache: delete every cached file (and its .cinfo), so that the next read goes to the origin.
+        XCache keeps a file it is still writing open, and serves a new read of it from that open file whatever
+        was deleted: the flush deletes again until the proxy holds none of its files open (at most `wait` s)."""
         if not self.cache_dir.exists():
             return
-        for entry in self.cache_dir.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        deadline = time.monotonic() + wait
+        while True:
+            for entry in self.cache_dir.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+            if not self._cache_files_open() or time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+
+    def _cache_files_open(self) -> bool:
+        """Whether the XCache process holds a file of the cache directory open (False when it cannot be told)."""
+        pid = processes.read_pid(self._pidfile("xcache"))
+        if pid is None:
+            return False
+        prefix = str(self.cache_dir) + "/"
+        try:
+            descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            return False
+        for descriptor in descriptors:
+            try:
+                if os.readlink(descriptor).startswith(prefix):
+                    return True
+            except OSError:
+                continue
+        return False
 
     # --- iperf3 ----------------------------------------------------------------------------------------
 

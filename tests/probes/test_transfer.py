@@ -98,7 +98,11 @@ def test_a_destination_that_refuses_writes_is_named_so(
     testbed: Testbed, gfal: Any, destination: str, mode: str | None
 ) -> None:
     readonly = data_path(testbed, "t1a", "probe-tests/readonly")
-    readonly.mkdir(parents=True, exist_ok=True)  # made by root: the XRootD server's user may not write in it
+    readonly.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:  # root's, every time: a testbed start gives the XRootD server's user its whole tree
+        os.chown(readonly, 0, 0)
+        readonly.chmod(0o755)
+    (readonly / "f").unlink(missing_ok=True)  # left by a run before it was root's again
     source = "t0.https" if mode else "t0.root"
     outcome = transfer_file(
         gfal, test_file(gfal, testbed.url(source), MB), testbed.url(destination, "probe-tests/readonly/f"), mode=mode
