@@ -36,7 +36,7 @@ from tests.challenges.test_runs_testbed import (
 )
 from tests.sites.factories import UserFactory
 
-pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 MB = 1024 * 1024
 FAST_REAPER = {"DISPATCH_WORKER_LOST_AFTER": 4, "DISPATCH_RESEND_AFTER": 4}

@@ -81,7 +81,7 @@ def test_only_coordinators_see_the_unknown_hosts_page(world: dict[str, Any], atl
     assert page.get("/ingest/unknown-hosts/").status_code == 403
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_two_concurrent_writers_with_overlapping_batches_count_every_record_once(world: dict[str, Any]) -> None:
     from sites.tokens import token_issue
 

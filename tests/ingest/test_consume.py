@@ -121,7 +121,7 @@ def allow_connections(database: str, allowed: bool) -> None:
         admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {"true" if allowed else "false"}')
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_the_consumer_survives_the_database_going_away_without_losing_or_doubling_a_message(
     world: dict[str, Any], rabbit: PrivateRabbit, tmp_path: Path
 ) -> None:
@@ -163,7 +163,7 @@ def test_the_consumer_survives_the_database_going_away_without_losing_or_doublin
     assert_queue_empty(rabbit)
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_the_consumer_survives_a_broker_restart_without_losing_or_doubling_a_message(
     world: dict[str, Any], rabbit: PrivateRabbit, tmp_path: Path
 ) -> None:
