@@ -76,12 +76,10 @@ class TransferRecord(models.Model):
         return f"{self.origin}:{self.origin_id} {self.state}"
 
 
-class RateRollup(models.Model):
-    """Bytes moved per minute per experiment, source site, destination site and mode (bytes of a transfer spread
-    over its [start, end)), and the files that ended in that minute. Kept up to date in the transaction that
-    stores the records; rates never scan the raw records."""
+class RateKeyCounts(models.Model):
+    """The key and the counts that RateRollup and RateRollupHour share: experiment, sites, mode and concurrency;
+    bytes moved and files ended."""
 
-    minute = models.DateTimeField()
     experiment_id = models.BigIntegerField(null=True)
     source_site_id = models.BigIntegerField(null=True)
     destination_site_id = models.BigIntegerField(null=True)
@@ -90,6 +88,17 @@ class RateRollup(models.Model):
     bytes = models.FloatField(default=0)
     files_ok = models.PositiveIntegerField(default=0)
     files_failed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class RateRollup(RateKeyCounts):
+    """Bytes moved per minute per experiment, source site, destination site and mode (bytes of a transfer spread
+    over its [start, end)), and the files that ended in that minute. Kept up to date in the transaction that
+    stores the records; rates never scan the raw records."""
+
+    minute = models.DateTimeField()
 
     class Meta:
         constraints = [
@@ -130,20 +139,12 @@ def validate_failure_pattern(pattern: str) -> None:
         raise ValidationError(f"not a regular expression: {exc}", code="regex") from exc
 
 
-class RateRollupHour(models.Model):
+class RateRollupHour(RateKeyCounts):
     """RateRollup summed per hour (same key, `hour` the first minute of the hour): what the FROM x TO matrix reads,
     so that a three-week challenge sums thousands of rows rather than a million. Kept with RateRollup, from the
     same deltas; the minutes of a window's partial hours are read from RateRollup."""
 
     hour = models.DateTimeField()
-    experiment_id = models.BigIntegerField(null=True)
-    source_site_id = models.BigIntegerField(null=True)
-    destination_site_id = models.BigIntegerField(null=True)
-    mode = models.CharField(max_length=16, blank=True)
-    concurrency = models.PositiveIntegerField(null=True)
-    bytes = models.FloatField(default=0)
-    files_ok = models.PositiveIntegerField(default=0)
-    files_failed = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
