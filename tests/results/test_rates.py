@@ -317,6 +317,17 @@ def reference(world: dict[str, Any], the_target: Target, width: int) -> tuple[fl
     return best / (width * 60), activity.start + timedelta(minutes=sums.index(best))
 
 
+def assert_best_windows_match_the_reference(world: dict[str, Any], the_target: Target, result: Any) -> None:
+    """The max (1 h) and stable (5 h) windows, rate and start, against the brute-force search."""
+    for (rate, window_start), width in (
+        ((result.max_rate, result.max_window_start), 60),
+        ((result.stable_rate, result.stable_window_start), 300),
+    ):
+        best_rate, best_start = reference(world, the_target, width)
+        assert rate == pytest.approx(best_rate)
+        assert window_start == best_start
+
+
 @pytest.mark.parametrize(
     "moving",
     [lambda minute: True, lambda minute: minute % 7 not in (2, 3), lambda minute: 100 <= minute < 400],
@@ -329,13 +340,7 @@ def test_the_best_windows_match_a_brute_force_search(world: dict[str, Any], movi
     # Whole GB in whole minutes: every window's sum is exact, so the earliest of equal windows is well defined.
     records_store(records=[record(world, start=at(m), end=at(m + 1), size=draw.randint(1, 1000) * GB) for m in minutes])
     result = rates(world, the_target)
-    for (rate, window_start), width in (
-        ((result.max_rate, result.max_window_start), 60),
-        ((result.stable_rate, result.stable_window_start), 300),
-    ):
-        best_rate, best_start = reference(world, the_target, width)
-        assert rate == pytest.approx(best_rate)
-        assert window_start == best_start
+    assert_best_windows_match_the_reference(world, the_target, result)
 
 
 def test_a_window_of_partial_hours_matches_a_brute_force_sum(world: dict[str, Any]) -> None:
@@ -351,13 +356,7 @@ def test_a_window_of_partial_hours_matches_a_brute_force_sum(world: dict[str, An
     # Files count in the minute they end: those ending at 00:25 ... 08:04.
     assert result.files_ok == sum(1 for minute in moved if 25 <= minute + 1 < 485)
     assert result.files_failed == 3  # ended 00:25, 00:26 and 05:01; not 00:04, 08:05 or 08:06
-    for (rate, window_start), width in (
-        ((result.max_rate, result.max_window_start), 60),
-        ((result.stable_rate, result.stable_window_start), 300),
-    ):
-        best_rate, best_start = reference(world, the_target, width)
-        assert rate == pytest.approx(best_rate)
-        assert window_start == best_start
+    assert_best_windows_match_the_reference(world, the_target, result)
 
 
 def challenge_rows(world: dict[str, Any]) -> list[tuple[Any, ...]]:
