@@ -178,7 +178,7 @@ def server_start(port: int, database_url: str, workers: int, log: Path) -> subpr
     argv = [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
     argv += ["--timeout", "120"]
     process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    from portal.processes import wait_for_port
+    from common.processes import wait_for_port
 
     if not wait_for_port(port, timeout=30, pid=process.pid):
         process.kill()
@@ -276,7 +276,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from portal.processes import free_port
+    from common.processes import free_port
 
     call_command("migrate", verbosity=0)
     records_empty()

@@ -56,8 +56,8 @@ def span(intervals: list[tuple[datetime, datetime]]) -> float:
 
 def bare(source: str, destinations: list[str], mode: str, streams: int) -> tuple[float, list[Any]]:
     """The same copies with gfal2 alone: a thread pool, one context per copy, the same parameters."""
-    from challenges.probes.transfer import transfer_file
-    from challenges.tasks import gfal2_context
+    from runs.probes.transfer import transfer_file
+    from runs.tasks import gfal2_context
 
     def copy(destination: str) -> Any:
         return transfer_file(gfal2_context(), source, destination, mode=mode or None, streams=streams)
@@ -91,12 +91,13 @@ def main() -> None:
     from django.core.management import call_command
     from django.db.models import Avg, F
 
-    from challenges import runs
-    from challenges.models import RunFile
-    from challenges.probes.testfiles import test_file
-    from challenges.tasks import gfal2_context
-    from portal import processes
+    from common import processes
     from portal.celery import app
+    from runs import dispatch
+    from runs.models import RunFile
+    from runs.probes.testfiles import test_file
+    from runs.services import run_start
+    from runs.tasks import gfal2_context
     from sites.roles import membership_grant
     from sites.services import sites_import
     from testbed.grid import Testbed, TestbedConfig
@@ -126,8 +127,8 @@ def main() -> None:
     with app.connection_for_write() as conn, contextlib.suppress(Exception):  # the queue may not exist yet
         conn.default_channel.queue_purge(QUEUE)
     processes.start(argv, pidfile=pidfile, logfile=workdir / "worker.log", env=env, cwd=ROOT)
-    runs.served_queues = lambda: {QUEUE}  # type: ignore[assignment]  # this run's worker only
-    runs.DEFAULT_QUEUE = QUEUE
+    dispatch.served_queues = lambda: {QUEUE}  # type: ignore[assignment]  # this run's worker only
+    dispatch.DEFAULT_QUEUE = QUEUE
     patterns = [f"**/bench-probes/bare-{stamp}"]
     try:
         time.sleep(3)  # the worker connects
@@ -146,7 +147,7 @@ def main() -> None:
 
         def portal_side() -> None:
             started = time.monotonic()
-            run = runs.run_start(
+            run = run_start(
                 user=user,
                 kind="transfer",
                 parameters={

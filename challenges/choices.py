@@ -29,15 +29,3 @@ class Direction(models.TextChoices):
 
 # Modes the WLCG tape challenges name; any other text is allowed too.
 KNOWN_MODES = ("DT", "A-DT")
-
-
-class RunState(models.TextChoices):
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    FINISHED = "finished", "finished"
-    FAILED = "failed", "failed"
-    CANCELLED = "cancelled", "cancelled"
-
-
-# A run in one of these states does no more work.
-RUN_ENDED = (RunState.FINISHED, RunState.FAILED, RunState.CANCELLED)

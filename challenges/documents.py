@@ -18,12 +18,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db.models.functions import Lower
 
-from portal.documents import DocumentError, DocumentParseError, document_parse
+from common.documents import DocumentError, DocumentParseError, document_parse
 from sites.models import Experiment, Site
 
 from . import validation
 from .choices import ActivityKind, CopyMode
-from .models import Challenge, Target
+from .models import ACTIVITY_PLAN_FIELDS, Challenge, Target
 
 DOCUMENT_KEYS = (
     "name",
@@ -37,21 +37,7 @@ DOCUMENT_KEYS = (
     "activities",
 )
 DOCUMENT_REQUIRED_KEYS = ("name", "slug", "start", "end", "activities")
-ACTIVITY_KEYS = (
-    "name",
-    "experiment",
-    "mode",
-    "kind",
-    "start",
-    "end",
-    "source",
-    "file_size",
-    "file_count",
-    "concurrency",
-    "copy_mode",
-    "auto_run",
-    "targets",
-)
+ACTIVITY_KEYS = ("name", *ACTIVITY_PLAN_FIELDS, "targets")
 ACTIVITY_REQUIRED_KEYS = ("name", "experiment", "mode", "kind", "start", "end", "targets")
 TARGET_KEYS = ("site", "direction", "link", "rate", "nominal_rate", "factors")
 LINK_KEYS = ("from", "to")

@@ -13,7 +13,7 @@ from sites.models import Site
 
 from . import validation
 from .choices import KNOWN_MODES
-from .models import Activity, Challenge, Target
+from .models import ACTIVITY_PLAN_FIELDS, Activity, Challenge, Target
 
 DATETIME_FORMAT = "%Y-%m-%dT%H:%M"
 
@@ -83,17 +83,7 @@ class ActivityForm(_ProblemsMixin, forms.ModelForm):
         model = Activity
         fields = [
             "name",
-            "experiment",
-            "mode",
-            "kind",
-            "start",
-            "end",
-            "source",
-            "file_size",
-            "file_count",
-            "concurrency",
-            "copy_mode",
-            "auto_run",
+            *ACTIVITY_PLAN_FIELDS,
         ]
         widgets = {
             "start": UtcDateTimeInput(),

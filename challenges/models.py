@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
 from sites.models import Experiment, Site
+from sites.roles import visible_experiment_ids
 
-from .choices import ActivityKind, CopyMode, Direction, RunState
+from .choices import ActivityKind, CopyMode, Direction
 
 
 class Challenge(models.Model):
@@ -45,6 +46,31 @@ class Challenge(models.Model):
         return self.name
 
 
+# An activity's fields as the plan document, its export, the API and the form give them (besides its name and
+# targets): one list, so that a field added to the model is added everywhere.
+ACTIVITY_PLAN_FIELDS = (
+    "experiment",
+    "mode",
+    "kind",
+    "start",
+    "end",
+    "source",
+    "file_size",
+    "file_count",
+    "concurrency",
+    "copy_mode",
+    "auto_run",
+)
+
+
+class ActivityQuerySet(models.QuerySet["Activity"]):
+    def restrict(self, user: Any, action: str = "view") -> ActivityQuerySet:
+        """The activities this user may see (the access policy of sites.roles, NetBox's shape): all, or for a DDM
+        service its own experiment's. Every page, export, feed and API of the plan reads activities through this."""
+        visible = visible_experiment_ids(user)
+        return self if visible is None else self.filter(experiment_id__in=visible)
+
+
 class Activity(models.Model):
     """A slot on the shared clock: which experiment runs which mode, of which kind, when, with which test
     parameters."""
@@ -62,6 +88,8 @@ class Activity(models.Model):
     concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="files in flight, e.g. 10, 40, 100")
     copy_mode = models.CharField(max_length=8, choices=CopyMode.choices, blank=True)
     auto_run = models.BooleanField(default=False, help_text="start a run when the window opens")
+
+    objects = ActivityQuerySet.as_manager()
 
     class Meta:
         ordering = ["start", "experiment__name", "name"]
@@ -132,89 +160,3 @@ class Target(models.Model):
         if self.nominal_rate is None:
             return None
         return self.nominal_rate * math.prod(float(value) for value in self.factors.values())
-
-
-class Run(models.Model):
-    """One execution of a probe: of an activity (pressed Run, or started by the clock) or ad hoc. A transfer run
-    fans out into per-file tasks; every file's outcome is a results.TransferRecord pointing back here."""
-
-    activity = models.ForeignKey(Activity, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
-    kind = models.CharField(max_length=16, choices=ActivityKind.choices)
-    state = models.CharField(max_length=10, choices=RunState.choices, default=RunState.QUEUED)
-    parameters = models.JSONField(default=dict, blank=True, help_text="what the probe was asked to do")
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    deadline = models.DateTimeField(null=True, blank=True, help_text="past it, the reaper ends the run as failed")
-    message = models.TextField(blank=True, help_text="why the run ended as it did")
-    summary = models.JSONField(
-        default=dict, blank=True, help_text="what a staging, network, cache or io probe reported as a whole"
-    )
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["state"], condition=Q(state__in=["queued", "running"]), name="run_active")]
-
-    def __str__(self) -> str:
-        return f"run {self.pk} ({self.kind}, {self.state})"
-
-
-class FileState(models.TextChoices):
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    DONE = "done", "done"
-    FAILED = "failed", "failed"
-    CANCELLED = "cancelled", "cancelled"
-
-
-# A file in one of these states is finished for good.
-FILE_ENDED = (FileState.DONE, FileState.FAILED, FileState.CANCELLED)
-
-
-class RunFile(models.Model):
-    """One file of a transfer run. It is in flight from the moment a task is sent for it (`task_id` set, still
-    queued) until it ends; `heartbeat` is refreshed by the worker copying it, so that a file whose worker died is
-    found ("worker lost") and retried once or failed."""
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="files")
-    index = models.PositiveIntegerField()
-    source_url = models.TextField()
-    destination_url = models.TextField()
-    size = models.PositiveBigIntegerField(default=0, help_text="bytes")
-    queue = models.CharField(max_length=80, default="default", help_text="the Celery queue its task goes to")
-    state = models.CharField(max_length=10, choices=FileState.choices, default=FileState.QUEUED)
-    attempt = models.PositiveSmallIntegerField(default=0, help_text="the current (or last) try, from 1")
-    task_id = models.CharField(max_length=64, blank=True)
-    dispatched_at = models.DateTimeField(null=True, blank=True)
-    worker = models.CharField(max_length=255, blank=True)
-    heartbeat = models.DateTimeField(null=True, blank=True)
-    start = models.DateTimeField(null=True, blank=True)
-    end = models.DateTimeField(null=True, blank=True)
-    bytes = models.PositiveBigIntegerField(default=0, help_text="bytes moved by the successful try")
-    progress_bytes = models.PositiveBigIntegerField(
-        default=0, help_text="bytes the try in flight has copied so far (gfal2's progress markers, every few seconds)"
-    )
-    progress_at = models.DateTimeField(null=True, blank=True, help_text="when progress_bytes was reported")
-    mode = models.CharField(max_length=16, blank=True, help_text="what gfal2 really did: pull, push, streamed ...")
-    error = models.TextField(blank=True)
-    recorded = models.BooleanField(
-        default=False, help_text="the try that ended is stored as a transfer record (or there is nothing to store)"
-    )
-
-    class Meta:
-        ordering = ["run_id", "index"]
-        constraints = [models.UniqueConstraint(fields=["run", "index"], name="runfile_unique_index")]
-        indexes = [
-            models.Index(fields=["run", "state", "index"], name="runfile_run_state"),
-            models.Index(fields=["state", "heartbeat"], condition=Q(state="running"), name="runfile_running"),
-        ]
-
-    def __str__(self) -> str:
-        return f"run {self.run_id} file {self.index} ({self.state})"
-
-    @property
-    def in_flight(self) -> bool:
-        return self.state == FileState.RUNNING or (self.state == FileState.QUEUED and bool(self.task_id))

@@ -14,22 +14,10 @@ from sites.services import RowCounts
 
 from . import validation
 from .documents import ActivityEntry, ParsedPlan, TargetEntry, plan_document_validate
-from .models import Activity, Challenge, Target
+from .models import ACTIVITY_PLAN_FIELDS, Activity, Challenge, Target
 
 CHALLENGE_FIELDS = ("name", "start", "end", "max_window", "stable_window", "description", "compare_with")
-ACTIVITY_FIELDS = (
-    "experiment",
-    "mode",
-    "kind",
-    "start",
-    "end",
-    "source",
-    "file_size",
-    "file_count",
-    "concurrency",
-    "copy_mode",
-    "auto_run",
-)
+ACTIVITY_FIELDS = ACTIVITY_PLAN_FIELDS
 TARGET_FIELDS = ("rate", "nominal_rate", "factors")
 ACTIVITY_OPTIONAL_FIELDS = ("file_size", "file_count", "concurrency")
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db.models import Prefetch, Q, QuerySet
 
@@ -86,7 +87,7 @@ def week_start(moment: datetime) -> datetime:
     return datetime(moment.year, moment.month, moment.day, tzinfo=UTC) - timedelta(days=moment.weekday())
 
 
-def clock_grid(*, challenge: Challenge) -> ClockGrid:
+def clock_grid(*, challenge: Challenge, user: Any = None) -> ClockGrid:
     """The grid coordinators draw by hand: for each experiment with activities and each week of the challenge,
     the modes (and kinds) of the activities overlapping that week. One query."""
     weeks: list[datetime] = []
@@ -95,7 +96,9 @@ def clock_grid(*, challenge: Challenge) -> ClockGrid:
         weeks.append(week)
         week += WEEK
     entries: dict[str, list[list[ClockEntry]]] = {}
-    for activity in Activity.objects.filter(challenge=challenge).select_related("experiment").order_by("start", "pk"):
+    activities = Activity.objects.filter(challenge=challenge)
+    activities = activities if user is None else activities.restrict(user)
+    for activity in activities.select_related("experiment").order_by("start", "pk"):
         cells = entries.setdefault(activity.experiment.name, [[] for _ in weeks])
         for index, week in enumerate(weeks):
             if activity.start < week + WEEK and activity.end > week:
@@ -107,21 +110,24 @@ def clock_grid(*, challenge: Challenge) -> ClockGrid:
     return ClockGrid(tuple(weeks), rows)
 
 
-def challenge_activities(*, challenge: Challenge) -> QuerySet[Activity]:
-    """The challenge's activities with challenge, experiment, source and targets (and their sites) loaded: two
-    queries."""
+def challenge_activities(*, challenge: Challenge, user: Any = None) -> QuerySet[Activity]:
+    """The challenge's activities (those the user may see, when given) with challenge, experiment, source and
+    targets (and their sites) loaded: two queries."""
+    activities = Activity.objects.filter(challenge=challenge)
     return (
-        Activity.objects.filter(challenge=challenge)
+        (activities if user is None else activities.restrict(user))
         .select_related("challenge", "experiment", "source")
         .prefetch_related(Prefetch("targets", queryset=Target.objects.select_related("site", "link_from", "link_to")))
     )
 
 
-def site_activities(*, site: Site) -> QuerySet[Activity]:
-    """Activities of every challenge that target or source the site, with their challenge and targets."""
+def site_activities(*, site: Site, user: Any = None) -> QuerySet[Activity]:
+    """Activities of every challenge that target or source the site (those the user may see, when given), with
+    their challenge and targets."""
     touching = Target.objects.filter(Q(site=site) | Q(link_from=site) | Q(link_to=site)).values("activity_id")
+    activities = Activity.objects.filter(Q(source=site) | Q(pk__in=touching))
     return (
-        Activity.objects.filter(Q(source=site) | Q(pk__in=touching))
+        (activities if user is None else activities.restrict(user))
         .select_related("challenge", "experiment", "source")
         .prefetch_related(Prefetch("targets", queryset=Target.objects.select_related("site", "link_from", "link_to")))
         .order_by("start", "pk")
@@ -291,13 +297,15 @@ def _capacities(capacity: Capacity | None) -> tuple[float | None, float | None]:
     return capacity.network_rate, capacity.tape_rate
 
 
-def site_load(*, challenge: Challenge, step: int = 3600) -> SiteLoad:
+def site_load(*, challenge: Challenge, step: int = 3600, user: Any = None) -> SiteLoad:
     """For each site touched by a target and each hour of the challenge, the sum of the targets of the activities
     running then: network load for the other kinds, tape load for tape kinds (in and out kept apart, both count),
     a link loading its source (out) and its destination (in); compared with the network rate and with drives x
     per-drive rate. Walks the activities' boundaries: one query, work proportional to targets x boundaries."""
     buckets = _buckets(challenge, step)
-    targets = Target.objects.filter(activity__challenge=challenge).select_related(
+    activities = Activity.objects.filter(challenge=challenge)
+    activities = activities if user is None else activities.restrict(user)
+    targets = Target.objects.filter(activity__in=activities).select_related(
         "activity__experiment", "site__capacity", "link_from__capacity", "link_to__capacity"
     )
     sites: dict[int, Site] = {}
@@ -407,13 +415,13 @@ class ExperimentsConcurrency:
                 moment += timedelta(seconds=self.step)
 
 
-def experiments_concurrency(*, challenge: Challenge, step: int = 3600) -> ExperimentsConcurrency:
+def experiments_concurrency(*, challenge: Challenge, step: int = 3600, user: Any = None) -> ExperimentsConcurrency:
     """Per hour of the challenge, which experiments run an activity (and so how many at once). One query."""
     buckets = _buckets(challenge, step)
     windows: list[tuple[str, int, int]] = []
-    for name, start, end in Activity.objects.filter(challenge=challenge).values_list(
-        "experiment__name", "start", "end"
-    ):
+    activities = Activity.objects.filter(challenge=challenge)
+    activities = activities if user is None else activities.restrict(user)
+    for name, start, end in activities.values_list("experiment__name", "start", "end"):
         first, stop = buckets.index_floor(start), buckets.index_ceil(end)
         if first < stop:
             windows.append((name, first, stop))

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
+from common.problems import problems_raise
 
 from . import validation
 from .models import Activity, Challenge, Target
 
 
-def _raise(problems: list[validation.Problem]) -> None:
-    if problems:
-        errors: dict[str, list[str]] = {}
-        for field, message in problems:
-            errors.setdefault(field, []).append(message)
-        raise ValidationError(errors)
-
-
 def challenge_check(*, challenge: Challenge) -> None:
     """Raise ValidationError with every broken rule of the challenge's own fields."""
-    _raise(
+    problems_raise(
         validation.challenge_problems(
             start=challenge.start,
             end=challenge.end,
@@ -31,7 +23,7 @@ def challenge_check(*, challenge: Challenge) -> None:
 def activity_check(*, activity: Activity) -> None:
     """Raise ValidationError with every broken rule: window, inside the challenge, source serving the experiment."""
     challenge = activity.challenge
-    _raise(
+    problems_raise(
         validation.activity_problems(
             challenge_start=challenge.start,
             challenge_end=challenge.end,
@@ -69,4 +61,4 @@ def target_check(*, target: Target) -> None:
         for other in siblings.select_related("site", "link_from", "link_to")
     ):
         problems.append(("site", f"the activity already has a target for {target.place}"))
-    _raise(problems)
+    problems_raise(problems)

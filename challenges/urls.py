@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import run_views, views
+from . import views
 
 app_name = "challenges"
 urlpatterns = [
@@ -10,15 +10,10 @@ urlpatterns = [
     path("new/", views.challenge_create, name="create"),
     path("plotly.min.js", views.plotly_js, name="plotly_js"),
     path("site/<str:name>/calendar.ics", views.site_calendar, name="site_calendar"),
-    path("runs/<int:pk>/", run_views.run_detail, name="run_detail"),
-    path("runs/<int:pk>/progress/", run_views.run_progress, name="run_progress"),
-    path("runs/<int:pk>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("<slug:slug>/", views.challenge_clock, name="clock"),
     path("<slug:slug>/edit/", views.challenge_edit, name="edit"),
     path("<slug:slug>/load/", views.challenge_load, name="load"),
     path("<slug:slug>/calendar.ics", views.challenge_calendar, name="calendar"),
-    path("<slug:slug>/runs/", run_views.challenge_runs, name="runs"),
-    path("<slug:slug>/activities/<int:pk>/run/", run_views.activity_run, name="activity_run"),
     path("<slug:slug>/activities/new/", views.activity_create, name="activity_create"),
     path("<slug:slug>/activities/<int:pk>/edit/", views.activity_edit, name="activity_edit"),
     path("<slug:slug>/activities/<int:pk>/delete/", views.activity_delete, name="activity_delete"),

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from common.problems import Problem
 from sites.models import Experiment, Site
 
-Problem = tuple[str, str]
 # A target's rate may differ from nominal x factors by this fraction (the plans round: 0.0967e9 x 3 ~ 0.29e9).
 DERIVATION_TOLERANCE = 0.01
 
@@ -25,6 +25,9 @@ def serving_index() -> dict[int, set[int]]:
     return index
 
 
+EARLIEST_YEAR, LATEST_YEAR = 2000, 2100
+
+
 def window_problems(*, start: datetime | None, end: datetime | None) -> list[Problem]:
     """End after start, both on a whole minute: the rollups count bytes per minute, so a window with seconds would
     have its partial minutes read from the raw records (exact, but a full scan of a site's records at scale)."""
@@ -32,6 +35,9 @@ def window_problems(*, start: datetime | None, end: datetime | None) -> list[Pro
     for field, moment in (("start", start), ("end", end)):
         if moment is not None and (moment.second or moment.microsecond):
             problems.append((field, f"on a whole minute, not {moment.isoformat()} (rates are kept per minute)"))
+        if moment is not None and not EARLIEST_YEAR <= moment.year <= LATEST_YEAR:
+            # 1970 and 9999 were stored, and the pages then overflowed computing weeks around them.
+            problems.append((field, f"a year from {EARLIEST_YEAR} to {LATEST_YEAR}, not {moment.year}"))
     if start is not None and end is not None and end <= start:
         problems.append(("end", "the end must be after the start"))
     return problems

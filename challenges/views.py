@@ -4,9 +4,8 @@ network). Every table exports as ?format=csv or ?format=json (&table=NAME on pag
 
 from __future__ import annotations
 
-import csv
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +15,7 @@ from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -24,6 +23,8 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 from plotly.offline import get_plotlyjs
 
+from common.exports import export_requested, table_response
+from common.times import iso_utc
 from sites.models import Site
 from sites.roles import user_is_coordinator
 from sites.tokens import token_authenticate
@@ -87,27 +88,6 @@ def coordinator_required(view: View) -> View:
 # --- exports --------------------------------------------------------------------------------------------------
 
 
-def _export(request: HttpRequest, *, name: str, columns: Sequence[str], rows: list[dict[str, Any]]) -> HttpResponse:
-    """The table's rows as CSV (lists joined by "; ") or JSON ({"table": ..., "rows": [...]})."""
-    if request.GET.get("format") == "json":
-        return JsonResponse({"table": name, "columns": list(columns), "rows": rows})
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow(["; ".join(map(str, v)) if isinstance(v, list | tuple) else v for v in map(row.get, columns)])
-    return response
-
-
-def _wants_export(request: HttpRequest) -> bool:
-    return request.GET.get("format") in ("csv", "json")
-
-
-def _iso(moment: Any) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 # --- reading pages --------------------------------------------------------------------------------------------
 
 
@@ -118,20 +98,20 @@ def challenge_list(request: HttpRequest) -> HttpResponse:
         activity_count=Count("activities", distinct=True),
         experiment_count=Count("activities__experiment", distinct=True),
     )
-    if _wants_export(request):
+    if export_requested(request):
         columns = ["slug", "name", "start", "end", "activities", "experiments"]
         rows = [
             {
                 "slug": c.slug,
                 "name": c.name,
-                "start": _iso(c.start),
-                "end": _iso(c.end),
+                "start": iso_utc(c.start),
+                "end": iso_utc(c.end),
                 "activities": c.activity_count,
                 "experiments": c.experiment_count,
             }
             for c in challenges
         ]
-        return _export(request, name="challenges", columns=columns, rows=rows)
+        return table_response(request, name="challenges", columns=columns, rows=rows)
     return render(request, "challenges/challenge_list.html", {"challenges": challenges})
 
 
@@ -139,11 +119,13 @@ def challenge_list(request: HttpRequest) -> HttpResponse:
 def challenge_clock(request: HttpRequest, slug: str) -> HttpResponse:
     """The shared clock: the experiments x weeks grid, the Gantt timeline and the activities with targets."""
     challenge = get_object_or_404(Challenge, slug=slug)
-    if _wants_export(request) and request.GET.get("table") == "activities":
-        activities = list(selectors.challenge_activities(challenge=challenge))
-        return _export(request, name=f"{slug}-activities", columns=ACTIVITY_COLUMNS, rows=_activity_rows(activities))
-    grid = selectors.clock_grid(challenge=challenge)
-    if _wants_export(request):
+    if export_requested(request) and request.GET.get("table") == "activities":
+        activities = list(selectors.challenge_activities(challenge=challenge, user=request.user))
+        return table_response(
+            request, name=f"{slug}-activities", columns=ACTIVITY_COLUMNS, rows=_activity_rows(activities)
+        )
+    grid = selectors.clock_grid(challenge=challenge, user=request.user)
+    if export_requested(request):
         rows = [
             {
                 "experiment": row.experiment,
@@ -156,8 +138,8 @@ def challenge_clock(request: HttpRequest, slug: str) -> HttpResponse:
             for cell in row.cells
         ]
         columns = ["experiment", "week", "modes", "kinds", "activities"]
-        return _export(request, name=f"{slug}-clock", columns=columns, rows=rows)
-    activities = list(selectors.challenge_activities(challenge=challenge))
+        return table_response(request, name=f"{slug}-clock", columns=columns, rows=rows)
+    activities = list(selectors.challenge_activities(challenge=challenge, user=request.user))
     gantt = charts.clock_gantt(activities=activities, now=timezone.now(), start=challenge.start, end=challenge.end)
     context = {
         "challenge": challenge,
@@ -180,8 +162,8 @@ def _activity_rows(activities: list[Activity]) -> list[dict[str, Any]]:
             "experiment": activity.experiment.name,
             "mode": activity.mode,
             "kind": activity.kind,
-            "start": _iso(activity.start),
-            "end": _iso(activity.end),
+            "start": iso_utc(activity.start),
+            "end": iso_utc(activity.end),
             "source": activity.source.name if activity.source else None,
             "targets": [f"{target.place} {target.rate:.6g} B/s" for target in activity.targets.all()],
         }
@@ -218,21 +200,21 @@ def challenge_load(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     table = request.GET.get("table", "load")
     hourly = request.GET.get("per") == "hour"
-    if _wants_export(request) and table == "concurrency":
-        concurrency = selectors.experiments_concurrency(challenge=challenge)
+    if export_requested(request) and table == "concurrency":
+        concurrency = selectors.experiments_concurrency(challenge=challenge, user=request.user)
         spans = (
             [(moment, moment + timedelta(seconds=concurrency.step), 1.0, span) for moment, span in concurrency.hourly()]
             if hourly
             else [(span.start, span.end, span.hours, span) for span in concurrency.spans]
         )
         rows = [
-            {"start": _iso(a), "end": _iso(b), "hours": h, "count": s.count, "experiments": list(s.experiments)}
+            {"start": iso_utc(a), "end": iso_utc(b), "hours": h, "count": s.count, "experiments": list(s.experiments)}
             for a, b, h, s in spans
         ]
         columns = ["start", "end", "hours", "count", "experiments"]
-        return _export(request, name=f"{slug}-experiments-at-once", columns=columns, rows=rows)
-    load = selectors.site_load(challenge=challenge)
-    if _wants_export(request):
+        return table_response(request, name=f"{slug}-experiments-at-once", columns=columns, rows=rows)
+    load = selectors.site_load(challenge=challenge, user=request.user)
+    if export_requested(request):
         step = timedelta(seconds=load.step)
         periods = (
             [(moment, moment + step, load.step / 3600, loads) for moment, loads in load.hourly()]
@@ -241,8 +223,8 @@ def challenge_load(request: HttpRequest, slug: str) -> HttpResponse:
         )
         rows = [
             {
-                "start": _iso(start),
-                "end": _iso(end),
+                "start": iso_utc(start),
+                "end": iso_utc(end),
                 "hours": hours,
                 "site": column.name,
                 "network_in_Bps": cell.network_in,
@@ -259,8 +241,8 @@ def challenge_load(request: HttpRequest, slug: str) -> HttpResponse:
             for start, end, hours, loads in periods
             for column, cell in zip(load.sites, loads, strict=True)
         ]
-        return _export(request, name=f"{slug}-site-load", columns=LOAD_COLUMNS, rows=rows)
-    concurrency = selectors.experiments_concurrency(challenge=challenge)
+        return table_response(request, name=f"{slug}-site-load", columns=LOAD_COLUMNS, rows=rows)
+    concurrency = selectors.experiments_concurrency(challenge=challenge, user=request.user)
     context = {
         "challenge": challenge,
         "load": load,
@@ -285,7 +267,7 @@ def challenge_calendar(request: HttpRequest, slug: str) -> HttpResponse:
     """One VEVENT per activity of the challenge."""
     challenge = get_object_or_404(Challenge, slug=slug)
     body = activities_calendar(
-        activities=selectors.challenge_activities(challenge=challenge).order_by("start", "pk"),
+        activities=selectors.challenge_activities(challenge=challenge, user=request.user).order_by("start", "pk"),
         name=challenge.name,
         url_of=lambda c: request.build_absolute_uri(reverse("challenges:clock", args=[c.slug])),
     )
@@ -298,7 +280,7 @@ def site_calendar(request: HttpRequest, name: str) -> HttpResponse:
     """The activities of every challenge that target or source the site."""
     site = get_object_or_404(Site, name=name)
     body = activities_calendar(
-        activities=selectors.site_activities(site=site),
+        activities=selectors.site_activities(site=site, user=request.user),
         name=f"{site.name}: data challenges",
         url_of=lambda c: request.build_absolute_uri(reverse("challenges:clock", args=[c.slug])),
     )

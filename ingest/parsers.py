@@ -267,6 +267,8 @@ def _transfer_key(request_id: Any, job_id: str) -> str:
 def _byte_count(size: float, name: str) -> int:
     if size > BYTES_MAX:
         raise ItemError(f"{name}: {size:g} bytes is more than a record holds")
+    if size != int(size):  # 1.5 was stored as 1: a count of bytes is whole ("1234.000000" from old FTS is)
+        raise ItemError(f"{name}: a number of bytes is a whole number, not {size!r}")
     return int(size)
 
 

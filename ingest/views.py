@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 
 from django.contrib import messages
@@ -10,10 +9,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from common.exports import table_response
 from sites.token_views import coordinator_required
 
 from .selectors import unknown_hosts
 from .services import records_attach
+
+HOST_COLUMNS = ["host", "kind", "records_as_source", "records_as_destination", "last_seen"]
 
 
 @coordinator_required
@@ -43,10 +45,5 @@ def unknown_hosts_page(request: HttpRequest) -> HttpResponse:
     if export == "json":
         return JsonResponse({"hosts": rows})
     if export == "csv":
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="unknown-hosts.csv"'
-        writer = csv.DictWriter(response, fieldnames=list(rows[0]) if rows else ["host"])
-        writer.writeheader()
-        writer.writerows(rows)
-        return response
+        return table_response(request, name="unknown-hosts", columns=HOST_COLUMNS, rows=rows)
     return render(request, "ingest/unknown_hosts.html", {"hosts": hosts})

@@ -8,6 +8,7 @@ urlpatterns = [
     path("status/", views.StatusView.as_view(), name="api-status"),
     path("", include("sites.api.urls")),
     path("", include("challenges.api.urls")),
+    path("", include("runs.api.urls")),
     path("", include("results.api.urls")),
     path("", include("reports.api.urls")),
     path("", include("ingest.api.urls")),

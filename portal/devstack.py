@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from portal import processes
+from common import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var"

@@ -50,10 +50,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",  # request.htmx, and htmx itself as a static file ({% htmx_script %})
+    "common",
     "sites",
     "challenges",
-    "results",
     "reports",
+    "results",
+    "runs",
     "ingest",
     "testbed",
     "portal.apps.PortalConfig",
@@ -66,6 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "sites.middleware.PageTokenMiddleware",  # page exports read with an API token, as the API
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -124,8 +127,23 @@ STORAGES = {
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+# DJANGO_ENV=production: the portal behind HTTPS, as `manage.py check --deploy` wants it (tests/test_settings.py
+# checks that it passes with no warning): secure cookies, HSTS, HTTPS redirect, no sniffing, no framing.
+DJANGO_ENV = env.str("DJANGO_ENV", default="development")
+PRODUCTION = DJANGO_ENV == "production"
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=PRODUCTION)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=PRODUCTION)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=PRODUCTION)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=PRODUCTION)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=PRODUCTION)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (gunicorn behind nginx, a Kubernetes ingress).
+if env.bool("SECURE_PROXY_SSL", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if PRODUCTION and DEBUG:
+    raise environ.ImproperlyConfigured("DJANGO_ENV=production with DEBUG=true: set DEBUG=false")
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -136,7 +154,20 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "portal.pagination.BoundedLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "common.pagination.BoundedLimitOffsetPagination",
+    # Database and parser errors a request caused answer 4xx with the reason (409 for what is referred to).
+    "EXCEPTION_HANDLER": "portal.api_errors.api_exception_handler",
+    # Rate limits on token and session use (per user; per address for anonymous calls), answered with 429 and
+    # Retry-After. An ingestion batch is one request: 2,400 a minute is far above what FTS/Rucio relays send.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("API_THROTTLE_ANON", default="120/minute"),
+        "user": env.str("API_THROTTLE_USER", default="2400/minute"),
+        "token_failures": env.str("API_TOKEN_FAILURES", default="30/minute"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Data Challenge Portal API",
@@ -149,7 +180,7 @@ SPECTACULAR_SETTINGS = {
         "TransferModeEnum": "sites.choices.TpcMode",
         # Activities and their runs share these sets: one name each.
         "ActivityKindEnum": "challenges.choices.ActivityKind",
-        "RunStateEnum": "challenges.choices.RunState",
+        "RunStateEnum": "runs.choices.RunState",
     },
     # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -173,8 +204,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=6 * 3600 + 600)}
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "heartbeat": {"task": "portal.tasks.heartbeat", "schedule": 60.0},
-    "runs-reap": {"task": "challenges.runs_reap", "schedule": 30.0},
-    "activities-auto-run": {"task": "challenges.activities_auto_run", "schedule": 30.0},
+    "runs-reap": {"task": "runs.runs_reap", "schedule": 30.0},
+    "activities-auto-run": {"task": "runs.activities_auto_run", "schedule": 30.0},
     # Records of hosts registered after they were ingested attach to their sites.
     "ingest-records-attach": {"task": "ingest.records_attach", "schedule": 60.0},
 }
@@ -219,6 +250,12 @@ DISPATCH_RESEND_AFTER = env.int("DISPATCH_RESEND_AFTER", default=300)
 DISPATCH_HEARTBEAT = env.float("DISPATCH_HEARTBEAT", default=5.0)
 DISPATCH_INSPECT_TIMEOUT = env.float("DISPATCH_INSPECT_TIMEOUT", default=0.5)
 PROBES_TESTBED = env.bool("PROBES_TESTBED", default=False)
+# Where probes get their gfal2 contexts (CA, tokens, options) and cache hooks: a dotted path to a
+# runs.probes.context.ProbeContext class. Workers never import the testbed; only this setting names it.
+PROBE_CONTEXT = env.str(
+    "PROBE_CONTEXT",
+    default="testbed.client.TestbedProbeContext" if PROBES_TESTBED else "runs.probes.context.ProbeContext",
+)
 
 # The local testbed (testbed/): where its state lives, the first port it tries, and the tape emulation.
 TESTBED_DIR = env.path("TESTBED_DIR", default=str(VAR_DIR / "testbed"))

@@ -11,6 +11,7 @@ from . import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("challenges/", include("runs.urls")),
     path("challenges/", include("challenges.urls")),
     path("sites/", include("sites.urls")),
     path("results/", include("results.urls")),

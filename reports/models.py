@@ -12,6 +12,10 @@ from sites.models import Site
 
 from .choices import CommentKind, ProblemCategory, RateDirection, ReportStatus
 
+# Free text is rendered on every read of a report: megabytes of notes made every reader pay for them.
+NOTES_LENGTH = 20_000  # characters
+TEXT_LENGTH = 5_000
+
 
 class SiteReport(models.Model):
     """One site's report on one challenge: at most one per (challenge, site)."""
@@ -19,7 +23,7 @@ class SiteReport(models.Model):
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="site_reports")
     site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="reports")
     status = models.CharField(max_length=20, choices=ReportStatus.choices, default=ReportStatus.DRAFT)
-    notes = models.TextField(blank=True, help_text="free text in Markdown")
+    notes = models.TextField(blank=True, max_length=NOTES_LENGTH, help_text="free text in Markdown")
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -87,7 +91,7 @@ class Problem(models.Model):
     report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="problems")
     category = models.CharField(max_length=20, choices=ProblemCategory.choices)
     ticket = models.CharField(max_length=300, blank=True, help_text="GGUS ticket number or URL")
-    description = models.TextField()
+    description = models.TextField(max_length=TEXT_LENGTH)
 
     class Meta:
         ordering = ["id"]
@@ -127,7 +131,7 @@ class ReportComment(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     kind = models.CharField(max_length=20, choices=CommentKind.choices, default=CommentKind.COMMENT)
-    text = models.TextField(blank=True)
+    text = models.TextField(blank=True, max_length=TEXT_LENGTH)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

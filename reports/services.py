@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from challenges.models import Challenge
+from common.problems import problems_raise
 from sites.models import Site
 
 from . import permissions, validation
@@ -33,14 +34,6 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "problems": ("category", "ticket", "description"),
     "actions": ("description", "taken_at"),
 }
-
-
-def _raise(problems: list[validation.Problem]) -> None:
-    if problems:
-        errors: dict[str, list[str]] = {}
-        for field, message in problems:
-            errors.setdefault(field, []).append(message)
-        raise ValidationError(errors)
 
 
 def report_save(
@@ -67,7 +60,7 @@ def report_save(
     problems = validation.content_problems(challenge=challenge, site=site, content=content)
     if report is None and SiteReport.objects.filter(challenge=challenge, site=site).exists():
         problems.append(("site", f"{site.name} already has a report on {challenge.name}: change that one"))
-    _raise(problems)
+    problems_raise(problems)
     try:
         return _report_write(user=user, challenge=challenge, site=site, notes=notes, content=content, report=report)
     except IntegrityError as exc:  # another request made the site's report meanwhile

@@ -9,9 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from challenges.models import Challenge, Target
+from common.problems import Problem
 from sites.models import Site
-
-Problem = tuple[str, str]
 
 
 def _utc(moment: datetime) -> str:

@@ -4,20 +4,19 @@ export)."""
 
 from __future__ import annotations
 
-import csv
-from typing import Any
-
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from challenges.models import Challenge
 from challenges.views import read_access
+from common.exports import export_requested, table_response
+from common.times import iso_utc
 from sites.models import Site
 from sites.roles import sites_editable_by, user_is_coordinator
 
@@ -26,10 +25,6 @@ from .forms import ReportForms
 from .models import SiteReport
 
 OUTAGE_COLUMNS = ["site", "start", "end", "duration", "reason", "report_status", "report_id"]
-
-
-def _iso(moment: Any) -> str:
-    return str(moment.isoformat().replace("+00:00", "Z"))
 
 
 def _report(request: HttpRequest, slug: str, pk: int) -> SiteReport:
@@ -198,8 +193,8 @@ def challenge_outages(request: HttpRequest, slug: str) -> HttpResponse:
     rows = [
         {
             "site": outage.report.site.name,
-            "start": _iso(outage.start),
-            "end": _iso(outage.end),
+            "start": iso_utc(outage.start),
+            "end": iso_utc(outage.end),
             "duration": int((outage.end - outage.start).total_seconds()),
             "reason": outage.reason,
             "report_status": outage.report.status,
@@ -207,17 +202,8 @@ def challenge_outages(request: HttpRequest, slug: str) -> HttpResponse:
         }
         for outage in outages
     ]
-    wanted = request.GET.get("format")
-    if wanted == "json":
-        return JsonResponse({"table": f"{slug}-outages", "columns": OUTAGE_COLUMNS, "rows": rows})
-    if wanted == "csv":
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{slug}-outages.csv"'
-        writer = csv.writer(response)
-        writer.writerow(OUTAGE_COLUMNS)
-        for row in rows:
-            writer.writerow([row[column] for column in OUTAGE_COLUMNS])
-        return response
+    if export_requested(request):
+        return table_response(request, name=f"{slug}-outages", columns=OUTAGE_COLUMNS, rows=rows)
     context = {
         "challenge": challenge,
         "outages": outages,

@@ -7,9 +7,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from .failures import failures_recategorize_on_commit
 from .forms import FailureRuleForm
 from .models import FailureRule
+from .tasks import failures_recategorize_on_commit
 
 
 @admin.register(FailureRule)

@@ -11,6 +11,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from common.times import iso_utc
+
 from .rates import TargetRates
 from .selectors import RateSeries, ThroughputStats
 
@@ -36,10 +38,6 @@ class OutageWindow:
         return f"{self.site} outage {self.start:%Y-%m-%d %H:%M} → {self.end:%Y-%m-%d %H:%M} UTC: {self.reason}"
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def _as_json(figure: go.Figure) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(figure.to_json())
     return result
@@ -51,8 +49,8 @@ def _window_band(*, figure: go.Figure, name: str, start: datetime, seconds: int,
     figure.add_shape(
         type="rect",
         name=name,
-        x0=_iso(start),
-        x1=_iso(end),
+        x0=iso_utc(start),
+        x1=iso_utc(end),
         y0=0,
         y1=1,
         yref="paper",
@@ -62,7 +60,7 @@ def _window_band(*, figure: go.Figure, name: str, start: datetime, seconds: int,
         line={"color": color, "width": 0 if filled else 1.5, "dash": "dot"},
     )
     figure.add_annotation(
-        x=_iso(start + (end - start) / 2),
+        x=iso_utc(start + (end - start) / 2),
         y=1,
         yref="paper",
         text=name,
@@ -82,8 +80,8 @@ def _outage_spans(*, figure: go.Figure, outages: Sequence[OutageWindow], start: 
         figure.add_shape(
             type="rect",
             name=f"outage: {outage.reason}",
-            x0=_iso(low),
-            x1=_iso(high),
+            x0=iso_utc(low),
+            x1=iso_utc(high),
             y0=0,
             y1=1,
             yref="paper",
@@ -100,7 +98,7 @@ def _outage_spans(*, figure: go.Figure, outages: Sequence[OutageWindow], start: 
                 name="outage" if index == 0 else f"outage {index + 1}",
                 legendgroup="outages",
                 showlegend=index == 0,
-                x=[_iso(moment) for moment in moments],
+                x=[iso_utc(moment) for moment in moments],
                 y=[1] * len(moments),
                 yaxis="y2",
                 mode="lines",
@@ -125,12 +123,12 @@ def target_rate_figure(
     as a horizontal line, the stable window as a shaded band (and its rate over it), the max window outlined, and
     the outages that the sites reported as dark-red spans with their reason on hover."""
     figure = go.Figure()
-    start, end = _iso(rates.start), _iso(rates.end)
+    start, end = iso_utc(rates.start), iso_utc(rates.end)
     if series.starts:
         figure.add_trace(
             go.Scatter(
                 name=f"achieved ({series.bin_minutes}-minute means)",
-                x=[_iso(moment) for moment in series.starts] + [_iso(series.ends[-1])],
+                x=[iso_utc(moment) for moment in series.starts] + [iso_utc(series.ends[-1])],
                 y=[rate / GB for rate in series.rates] + [series.rates[-1] / GB],
                 mode="lines",
                 line={"color": ACHIEVED, "width": 1.5, "shape": "hv"},
@@ -170,7 +168,7 @@ def target_rate_figure(
         figure.add_trace(
             go.Scatter(
                 name="stable rate",
-                x=[_iso(rates.stable_window_start), _iso(stable_end)],
+                x=[iso_utc(rates.stable_window_start), iso_utc(stable_end)],
                 y=[rates.stable_rate / GB] * 2,
                 mode="lines",
                 line={"color": STABLE, "width": 2.5},
@@ -185,7 +183,7 @@ def target_rate_figure(
         figure.add_trace(
             go.Scatter(
                 name="max rate",
-                x=[_iso(rates.max_window_start), _iso(max_end)],
+                x=[iso_utc(rates.max_window_start), iso_utc(max_end)],
                 y=[rates.max_rate / GB] * 2,
                 mode="lines",
                 line={"color": PEAK, "width": 2.5},

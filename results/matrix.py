@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 from django.db.models import Q, Sum
 
 from challenges.models import Challenge
+from common.units import rate_text, size_text
 from sites.models import Site
 
 from .models import RateRollup, RateRollupHour, RollupVersion
@@ -228,7 +229,7 @@ def matrix_heatmap_figure(*, matrix: Matrix) -> dict[str, Any]:
                 ""
                 if cell is None
                 else (
-                    f"{cell.average_rate / 1e9:.3g} GB/s<br>{cell.volume / 1e12:.3g} TB, "
+                    f"{rate_text(cell.average_rate)}<br>{size_text(cell.volume)}, "
                     f"{cell.files_ok} ok / {cell.files_failed} failed"
                     + ("" if cell.failure_ratio is None else f" ({cell.failure_ratio:.1%})")
                 )

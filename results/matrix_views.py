@@ -5,9 +5,6 @@ rates table and the API."""
 
 from __future__ import annotations
 
-import csv
-import json
-from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,50 +15,29 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBase,
-    JsonResponse,
-    StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from challenges.api.views import visible_experiment_ids
 from challenges.models import Challenge
 from challenges.views import PLOTLY_VERSION, coordinator_required, read_access
+from common.exports import export_requested, table_response, table_stream_response
+from common.times import iso_utc
 from reports.selectors import report_markers
 from sites.models import Experiment
+from sites.roles import visible_experiment_ids
 
 from . import failures, matrix
 from .api.records import RecordFilter, records_visible_to
 from .forms import FailureRuleForm
 from .models import FailureRule, TransferRecord
+from .tasks import failures_recategorize_on_commit
 
 RECORDS_PAGE = 100
 
 
 # --- exports --------------------------------------------------------------------------------------------------
-
-
-def _iso(moment: Any) -> Any:
-    return moment.isoformat().replace("+00:00", "Z") if hasattr(moment, "isoformat") else moment
-
-
-def _export(request: HttpRequest, *, name: str, columns: Sequence[str], rows: list[dict[str, Any]]) -> HttpResponse:
-    """The table as CSV or JSON ({"table": ..., "columns": [...], "rows": [...]}); times ISO 8601 UTC."""
-    rows = [{key: _iso(value) for key, value in row.items()} for row in rows]
-    if request.GET.get("format") == "json":
-        return JsonResponse({"table": name, "columns": list(columns), "rows": rows})
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([row.get(column) for column in columns])
-    return response
-
-
-def _wants_export(request: HttpRequest) -> bool:
-    return request.GET.get("format") in ("csv", "json")
 
 
 def _experiment(request: HttpRequest) -> Experiment | None:
@@ -126,11 +102,11 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
         experiment_ids=_experiment_ids(request, experiment),
         mode=mode,
         concurrency=concurrency,
-        split=split if _wants_export(request) else (),
+        split=split if export_requested(request) else (),
     )
-    if _wants_export(request):
+    if export_requested(request):
         rows = [cell.as_row() for cell in result.cells]
-        return _export(request, name=f"{slug}-matrix", columns=MATRIX_COLUMNS, rows=rows)
+        return table_response(request, name=f"{slug}-matrix", columns=MATRIX_COLUMNS, rows=rows)
     grid = [
         (
             source,
@@ -193,8 +169,8 @@ def _record_row(record: TransferRecord) -> dict[str, Any]:
         "source": record.source_site.name if record.source_site else None,
         "destination": record.destination_site.name if record.destination_site else None,
         "bytes": record.bytes,
-        "start": _iso(record.start),
-        "end": _iso(record.end),
+        "start": iso_utc(record.start),
+        "end": iso_utc(record.end),
         "state": record.state,
         "mode": record.mode,
         "concurrency": record.concurrency,
@@ -207,26 +183,6 @@ def _record_row(record: TransferRecord) -> dict[str, Any]:
     }
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
-def _stream_csv(records: Any) -> Iterator[str]:
-    writer = csv.writer(_Echo())
-    yield writer.writerow(RECORD_COLUMNS)
-    for record in records.iterator(chunk_size=2000):
-        row = _record_row(record)
-        yield writer.writerow([row[column] for column in RECORD_COLUMNS])
-
-
-def _stream_json(records: Any, name: str) -> Iterator[str]:
-    yield json.dumps({"table": name, "columns": RECORD_COLUMNS})[:-1] + ', "rows": ['
-    for index, record in enumerate(records.iterator(chunk_size=2000)):
-        yield ("," if index else "") + json.dumps(_record_row(record))
-    yield "]}"
-
-
 @read_access
 def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
     """The records of a challenge with the API's filters, 100 a page (start, id order); the exports stream every
@@ -236,14 +192,9 @@ def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
     data["challenge"] = slug
     filterset = RecordFilter(data, queryset=records_visible_to(user=request.user))
     records = filterset.qs if filterset.is_valid() else TransferRecord.objects.none()
-    if _wants_export(request):
-        name = f"{slug}-records"
-        if request.GET.get("format") == "json":
-            response = StreamingHttpResponse(_stream_json(records, name), content_type="application/json")
-        else:
-            response = StreamingHttpResponse(_stream_csv(records), content_type="text/csv; charset=utf-8")
-            response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
-        return response
+    if export_requested(request):
+        rows = (_record_row(record) for record in records.iterator(chunk_size=2000))
+        return table_stream_response(request, name=f"{slug}-records", columns=RECORD_COLUMNS, rows=rows)
     page_text = request.GET.get("page", "1")
     page = max(int(page_text), 1) if page_text.isdigit() else 1
     offset = (page - 1) * RECORDS_PAGE
@@ -272,16 +223,16 @@ def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     experiment = _experiment(request)
     result = failures.failures_for_challenge(challenge=challenge, experiment_ids=_experiment_ids(request, experiment))
-    if _wants_export(request):
+    if export_requested(request):
         table = request.GET.get("table", "causes")
         if table == "messages":
             columns = ["source", "destination", "mode", "message", "count"]
-            return _export(request, name=f"{slug}-failure-messages", columns=columns, rows=result.message_rows())
+            return table_response(request, name=f"{slug}-failure-messages", columns=columns, rows=result.message_rows())
         if table == "hourly":
             columns = ["hour", "category", "failures"]
-            return _export(request, name=f"{slug}-failures-hourly", columns=columns, rows=result.hourly_rows())
+            return table_response(request, name=f"{slug}-failures-hourly", columns=columns, rows=result.hourly_rows())
         columns = ["source", "destination", "mode", "failures", *(value for value, _ in result.categories)]
-        return _export(request, name=f"{slug}-failure-causes", columns=columns, rows=result.as_rows())
+        return table_response(request, name=f"{slug}-failure-causes", columns=columns, rows=result.as_rows())
     records_url = reverse("results-matrix:records", args=[slug])
     links = [
         (
@@ -341,7 +292,7 @@ def failure_rules(request: HttpRequest) -> HttpResponse:
     form = FailureRuleForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         rule = form.save()
-        failures.failures_recategorize_on_commit()
+        failures_recategorize_on_commit()
         messages.success(request, f"Rule {rule.pattern!r} added. {RECATEGORIZING}")
         return redirect("results-matrix:failure_rules")
     return _rules_page(request, form)
@@ -353,7 +304,7 @@ def failure_rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
     form = FailureRuleForm(request.POST or None, instance=rule)
     if request.method == "POST" and form.is_valid():
         form.save()
-        failures.failures_recategorize_on_commit()
+        failures_recategorize_on_commit()
         messages.success(request, f"Rule {rule.pattern!r} saved. {RECATEGORIZING}")
         return redirect("results-matrix:failure_rules")
     return render(request, "results/failures_rule_form.html", {"form": form, "rule": rule})
@@ -376,7 +327,7 @@ def failure_rule_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
         messages.success(request, f"Rule {rule.pattern!r} deleted. {RECATEGORIZING}")
     else:
         raise Http404(action)
-    failures.failures_recategorize_on_commit()
+    failures_recategorize_on_commit()
     return redirect("results-matrix:failure_rules")
 
 
@@ -386,7 +337,7 @@ def failure_rules_recategorize(request: HttpRequest) -> HttpResponse:
     """Re-categorise the stored failed records (one challenge's, or all) with the current rules, in the background."""
     slug = request.POST.get("challenge", "")
     challenge = get_object_or_404(Challenge, slug=slug) if slug else None
-    failures.failures_recategorize_on_commit(challenge=challenge)
+    failures_recategorize_on_commit(challenge=challenge)
     scope = challenge.name if challenge else "all challenges"
     messages.success(
         request,

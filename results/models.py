@@ -48,17 +48,24 @@ class TransferRecord(models.Model):
     source_host = models.CharField(max_length=255, blank=True, help_text="host of source_url, to match sites")
     destination_host = models.CharField(max_length=255, blank=True, help_text="host of destination_url")
     run = models.ForeignKey(
-        "challenges.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records", db_index=False
+        "runs.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records", db_index=False
     )
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try of this file in its run")
 
     class Meta:
         ordering = ["start", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["origin", "origin_id"], name="record_unique_origin_id"),
+            # Identity is per experiment: a DDM token of one experiment that sends another's FTS or Rucio ids makes
+            # records of its own, never a "duplicate" of the real one (records of no experiment: one NULL group).
+            models.UniqueConstraint(
+                fields=["origin", "experiment", "origin_id"], name="record_unique_origin_id", nulls_distinct=False
+            ),
             models.CheckConstraint(condition=Q(end__gte=F("start")), name="record_end_not_before_start"),
             models.UniqueConstraint(
-                fields=["transfer_key"], condition=~Q(transfer_key=""), name="record_unique_transfer_key"
+                fields=["experiment", "transfer_key"],
+                condition=~Q(transfer_key=""),
+                name="record_unique_transfer_key",
+                nulls_distinct=False,
             ),
         ]
         indexes = [

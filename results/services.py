@@ -10,13 +10,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache, lru_cache
 from operator import attrgetter
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import psycopg.errors
 from django.db import OperationalError, connection, transaction
 
+from sites.selectors import endpoint_for_url
+
+from .choices import Origin
 from .failures import failure_categorize_records, failure_categorize_rows
 from .models import TransferRecord
 from .rollups import ROLLUP_COLUMNS, rollup_add_sql
@@ -76,6 +81,56 @@ DEADLOCK_RETRIES = 3
 class StoreSummary:
     stored: int = 0
     duplicates: int = 0
+
+
+class ProbeOutcome(Protocol):
+    """What a probe tells of one file (runs.probes.outcomes.FileOutcome has this shape)."""
+
+    source_url: str
+    destination_url: str
+    bytes: int
+    start: datetime
+    end: datetime
+    ok: bool
+    error: str
+    mode: str
+
+
+def probe_record_new(
+    *,
+    run_id: int,
+    experiment_id: int | None,
+    outcome: ProbeOutcome,
+    state: str,
+    concurrency: int | None,
+    origin_id: str,
+    attempt: int,
+) -> TransferRecord:
+    """The transfer record of one file a portal run moved (or failed to): its endpoints and sites matched from the
+    URLs, its bytes counted only when it succeeded, over its real start and end. Not stored: give it to
+    records_store."""
+    source = endpoint_for_url(outcome.source_url)
+    destination = endpoint_for_url(outcome.destination_url)
+    return TransferRecord(
+        experiment_id=experiment_id,
+        source_site=source.site if source else None,
+        destination_site=destination.site if destination else None,
+        source_endpoint=source,
+        destination_endpoint=destination,
+        source_url=outcome.source_url,
+        destination_url=outcome.destination_url,
+        bytes=outcome.bytes if outcome.ok else 0,
+        start=outcome.start,
+        end=max(outcome.end, outcome.start),
+        state=state,
+        error_message=outcome.error,
+        mode=outcome.mode[:16],
+        concurrency=concurrency,
+        origin=Origin.PROBE,
+        origin_id=origin_id,
+        run_id=run_id,
+        attempt=attempt,
+    )
 
 
 def records_store(*, records: Sequence[TransferRecord]) -> StoreSummary:

@@ -5,7 +5,6 @@ GB/s on the pages. Readers who are DDM services see the rows of their own experi
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -13,14 +12,17 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
 
-from challenges.api.views import visible_experiment_ids
 from challenges.models import Challenge, Target
 from challenges.views import PLOTLY_VERSION, read_access
+from common.exports import export_requested, table_response
+from common.times import iso_utc
+from common.units import size_text
 from reports.selectors import ReportMarker, outages_overlapping, report_markers
+from sites.roles import visible_experiment_ids
 
 from . import charts, selectors
 from .rates import TargetRates
@@ -30,37 +32,6 @@ COMPARE_FILTERS = ("experiment", "site")
 
 
 # --- exports --------------------------------------------------------------------------------------------------
-
-
-def _wants_export(request: HttpRequest) -> bool:
-    return request.GET.get("format") in ("csv", "json")
-
-
-def _iso(moment: Any) -> str:
-    return str(moment.isoformat().replace("+00:00", "Z"))
-
-
-def _export(
-    request: HttpRequest,
-    *,
-    name: str,
-    columns: Sequence[str],
-    rows: list[dict[str, Any]],
-    json_rows: list[dict[str, Any]] | None = None,
-) -> HttpResponse:
-    """CSV of the flat rows, or JSON {"table": ..., "rows": [...]} of `json_rows` (the API's shape) when given,
-    else of the flat rows with their columns."""
-    if request.GET.get("format") == "json":
-        if json_rows is not None:
-            return JsonResponse({"table": name, "rows": json_rows})
-        return JsonResponse({"table": name, "columns": list(columns), "rows": rows})
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow(["" if value is None else value for value in map(row.get, columns)])
-    return response
 
 
 RATE_COLUMNS = [
@@ -185,7 +156,7 @@ def _rate_row(rates: TargetRates, slug: str, markers: dict[str, ReportMarker] | 
         average=_cell(rates.average_rate, target_rate),
         peak=_cell(rates.max_rate, target_rate),
         stable=_cell(rates.stable_rate, target_rate),
-        volume=f"{rates.volume / 1e12:.3g} TB",
+        volume=size_text(rates.volume),
         url=reverse("results:target", args=[slug, rates.target.pk]),
         reports=_row_reports(rates.target, markers) if markers else (),
     )
@@ -200,20 +171,20 @@ def challenge_list(request: HttpRequest) -> HttpResponse:
     challenges = Challenge.objects.select_related("compare_with").annotate(
         target_count=Count("activities__targets", distinct=True)
     )
-    if _wants_export(request):
+    if export_requested(request):
         columns = ["slug", "name", "start", "end", "targets", "compare_with"]
         rows = [
             {
                 "slug": c.slug,
                 "name": c.name,
-                "start": _iso(c.start),
-                "end": _iso(c.end),
+                "start": iso_utc(c.start),
+                "end": iso_utc(c.end),
                 "targets": c.target_count,
                 "compare_with": c.compare_with.slug if c.compare_with else None,
             }
             for c in challenges
         ]
-        return _export(request, name="results-challenges", columns=columns, rows=rows)
+        return table_response(request, name="results-challenges", columns=columns, rows=rows)
     entries = [
         {
             "challenge": c,
@@ -234,9 +205,9 @@ def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
     visible = visible_experiment_ids(request.user)
     filters = _filters(request, FILTERS)
     rates = selectors.challenge_rates(challenge=challenge, experiment_ids=visible, **filters)
-    if _wants_export(request):
+    if export_requested(request):
         api_rows = [row.as_row() for row in rates]
-        return _export(
+        return table_response(
             request,
             name=f"{slug}-rates",
             columns=RATE_COLUMNS,
@@ -284,12 +255,12 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         else selectors.default_bin_minutes(duration=rates.end - rates.start)
     )
     series = selectors.rate_series(rates=rates, bin_minutes=bin_minutes)
-    if _wants_export(request):
+    if export_requested(request):
         rows = [
-            {"start": _iso(start), "end": _iso(end), "rate": rate}
+            {"start": iso_utc(start), "end": iso_utc(end), "rate": rate}
             for start, end, rate in zip(series.starts, series.ends, series.rates, strict=True)
         ]
-        return _export(request, name=f"{slug}-target-{pk}-{bin_minutes}min", columns=SERIES_COLUMNS, rows=rows)
+        return table_response(request, name=f"{slug}-target-{pk}-{bin_minutes}min", columns=SERIES_COLUMNS, rows=rows)
     stats = selectors.throughput_stats(samples=series.rates)
     site_ids = [target.link_from_id, target.link_to_id] if target.is_link else [target.site_id]
     outages = [
@@ -389,9 +360,9 @@ def challenge_compare(request: HttpRequest, slug: str) -> HttpResponse:
         current=selectors.challenge_rates(challenge=challenge, experiment_ids=visible, **filters),
         earlier=selectors.challenge_rates(challenge=earlier_challenge, experiment_ids=visible, **filters),
     )
-    if _wants_export(request):
+    if export_requested(request):
         json_rows = [_compared_json(row) for row in rows]
-        return _export(
+        return table_response(
             request,
             name=f"{slug}-compare-{earlier_challenge.slug}",
             columns=COMPARE_COLUMNS,

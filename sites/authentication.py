@@ -11,12 +11,37 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
 
 from .models import ApiToken
 from .roles import token_scope_apply
 from .tokens import TokenError, token_verify
+
+
+class TokenFailureThrottle(SimpleRateThrottle):
+    """Bad keys from one address: past API_TOKEN_FAILURES (default 30 a minute) every token call from it is a 429
+    until the minute has passed, whatever the key, so that keys cannot be guessed at speed. (DRF's throttles run
+    after authentication and permissions, which answer a bad key first: they cannot count these.)"""
+
+    scope = "token_failures"
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+    def exhausted(self, request: Request) -> float | None:
+        """Seconds to wait when this address is past its failures, else None."""
+        self.key = self.get_cache_key(request, None)
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - self.duration:
+            self.history.pop()
+        return self.wait() if len(self.history) >= self.num_requests else None
+
+    def failed(self) -> None:
+        self.history.insert(0, self.now)
+        self.cache.set(self.key, self.history, self.duration)
 
 
 class ApiTokenAuthentication(BaseAuthentication):
@@ -29,6 +54,17 @@ class ApiTokenAuthentication(BaseAuthentication):
         words = get_authorization_header(request).split()
         if not words or words[0].lower() != self.keyword.lower().encode():
             return None
+        throttle = TokenFailureThrottle()
+        wait = throttle.exhausted(request)
+        if wait is not None:
+            raise Throttled(wait=wait, detail="Too many bad tokens from this address.")
+        try:
+            return self._authenticate(words)
+        except AuthenticationFailed:
+            throttle.failed()
+            raise
+
+    def _authenticate(self, words: list[bytes]) -> tuple[Any, ApiToken]:
         if len(words) == 1:
             raise AuthenticationFailed("Invalid token header. No credentials provided.")
         if len(words) > 2:

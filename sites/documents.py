@@ -16,10 +16,11 @@ from typing import Any
 
 from django.db.models.functions import Lower
 
-from portal.documents import DocumentError, DocumentParseError, document_parse
+from common.documents import DocumentError, DocumentParseError, document_parse
 
 from .choices import EndpointKind, Implementation, TpcMode
 from .models import Experiment, NetworkHost, StorageEndpoint
+from .selectors import door_of
 from .validators import endpoint_url_problem
 
 DOCUMENT_KEYS = ("experiments", "sites")
@@ -160,6 +161,7 @@ class _Validator:
         self._experiment_references: list[tuple[int, str, str]] = []  # (order, place, name)
         self._urls: list[tuple[int, str, str, str]] = []  # (order, place, url, site name)
         self._addresses: list[tuple[int, str, str, str]] = []  # (order, place, address, site name)
+        self._rses: list[tuple[int, str, str, str]] = []  # (order, place, RSE name, site name)
 
     def add(self, place: str, error: str) -> None:
         self._errors.append((next(self._order), place, error))
@@ -399,6 +401,7 @@ class _Validator:
             check=lambda mode: None if mode in TpcMode.values else f"must be one of {', '.join(TpcMode.values)}",
         )
         rse_names = self._strings(mapping.get("rse"), f"{place}.rse", max_length=RSE_LENGTH)
+        self._rses.extend((next(self._order), rse_place, rse, site_name) for rse_place, rse in rse_names)
         if len(self._errors) != errors_before or not isinstance(url, str):
             return None
         return EndpointEntry(
@@ -455,6 +458,41 @@ class _Validator:
                 owner = owners.get(address)
                 if owner is not None and owner != site_name:
                     self._errors.append((order, place, f"this network host belongs to site {owner!r}"))
+        self._check_doors_and_rses()
+
+    def _check_doors_and_rses(self) -> None:
+        """A storage door (scheme://host:port) and an RSE name belong to one site, in the document and against the
+        registry's other sites: records are counted for the site that owns them (two queries)."""
+        door_site: dict[tuple[str, str, int | None], tuple[str, str, str]] = {}
+        for order, place, url, site_name in self._urls:
+            door = door_of(url)
+            if door in door_site and door_site[door][0] != site_name and door_site[door][2] != url:
+                owner, first, _ = door_site[door]  # (a URL repeated is said above, once)
+                self._errors.append((order, place, f"this storage door is {owner}'s ({first}): a door has one site"))
+            door_site.setdefault(door, (site_name, place, url))
+        rse_site: dict[str, tuple[str, str]] = {}
+        for order, place, rse, site_name in self._rses:
+            if rse in rse_site and rse_site[rse][0] != site_name:
+                owner, first = rse_site[rse]
+                self._errors.append((order, place, f"RSE {rse} is {owner}'s ({first}): an RSE has one site"))
+            rse_site.setdefault(rse, (site_name, place))
+        if door_site:
+            hosts = {host for _, host, _ in door_site}
+            for scheme, host, port, owner, url in StorageEndpoint.objects.filter(host__in=hosts).values_list(
+                "scheme", "host", "port", "site__name", "url"
+            ):
+                for order, place, given, site_name in self._urls:
+                    if door_of(given) == (scheme, host, port) and site_name != owner and given != url:
+                        reason = f"this storage door belongs to site {owner!r} ({url}): a door has one site"
+                        self._errors.append((order, place, reason))
+        if rse_site:
+            registered = StorageEndpoint.objects.filter(rse_names__overlap=list(rse_site)).values_list(
+                "rse_names", "site__name"
+            )
+            for names, owner in registered:
+                for order, place, rse, site_name in self._rses:
+                    if rse in names and site_name != owner:
+                        self._errors.append((order, place, f"RSE {rse} belongs to site {owner!r}"))
 
 
 def _join(place: str, key: str) -> str:

@@ -153,3 +153,12 @@ class DdmExperimentPermission(BasePermission):
             return True
         experiment_id = obj.pk if isinstance(obj, Experiment) else getattr(obj, "experiment_id", None)
         return experiment_id is not None and experiment_allowed(user=request.user, experiment=experiment_id)
+
+
+class PlanPermission(BasePermission):
+    """Everyone logged in reads; coordinators write."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return request.method in SAFE_METHODS or user_is_coordinator(user=request.user)

@@ -136,3 +136,10 @@ def membership_revoke(*, user: Any, role: str, site: Site | None = None, experim
     deleted, _ = Membership.objects.filter(user=user, role=role, site=site, experiment=experiment).delete()
     _forget(user)
     return deleted > 0
+
+
+def visible_experiment_ids(user: Any) -> set[int] | None:
+    """The experiments whose plans the user may read: None for all; a DDM service sees its own only."""
+    if user_is_coordinator(user=user) or user_roles(user=user) - {"ddm"}:
+        return None
+    return user_experiment_ids(user=user) if "ddm" in user_roles(user=user) else None

@@ -5,5 +5,5 @@ from . import views
 app_name = "sites"
 urlpatterns = [
     path("", views.site_list, name="list"),
-    path("<str:name>/", views.site_detail, name="detail"),
+    path("<path:name>/", views.site_detail, name="detail"),  # a name may hold "/"
 ]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import csv
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+
+from common.exports import table_response
 
 from . import selectors, services
 from .filters import SiteFilter
@@ -33,26 +35,7 @@ def site_list(request: HttpRequest) -> HttpResponse:
     if export == "json":
         return JsonResponse(services.sites_export(sites=sites))
     if export == "csv":
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="sites.csv"'
-        writer = csv.writer(response)
-        writer.writerow(CSV_COLUMNS)
-        for site in sites:
-            capacity = site.capacity_or_none
-            writer.writerow(
-                [
-                    site.name,
-                    site.tier,
-                    site.country,
-                    " ".join(e.name for e in site.experiments.all()),
-                    len(site.endpoints.all()),
-                    *(
-                        getattr(capacity, field, None)
-                        for field in ("network_rate", "tape_drives", "tape_drive_rate", "staging_request_limit")
-                    ),
-                ]
-            )
-        return response
+        return table_response(request, name="sites", columns=CSV_COLUMNS, rows=[_csv_row(site) for site in sites])
     return render(
         request,
         "sites/site_list.html",
@@ -63,6 +46,21 @@ def site_list(request: HttpRequest) -> HttpResponse:
             "query": request.GET.urlencode(),
         },
     )
+
+
+def _csv_row(site: Any) -> dict[str, Any]:
+    capacity = site.capacity_or_none
+    return {
+        "name": site.name,
+        "tier": site.tier,
+        "country": site.country,
+        "experiments": " ".join(e.name for e in site.experiments.all()),
+        "endpoints": len(site.endpoints.all()),
+        "network_rate_Bps": getattr(capacity, "network_rate", None),
+        "tape_drives": getattr(capacity, "tape_drives", None),
+        "tape_drive_rate_Bps": getattr(capacity, "tape_drive_rate", None),
+        "staging_request_limit": getattr(capacity, "staging_request_limit", None),
+    }
 
 
 @login_required

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
-from .grid import Testbed
+from runs.probes.context import ProbeContext, gfal2_context_new
+
+from .grid import Testbed, TestbedConfig
 
 
 def gfal2_context(testbed: Testbed) -> Any:
@@ -14,11 +17,32 @@ def gfal2_context(testbed: Testbed) -> Any:
     XrdHttpTPC rejects the `Credential: gridsite` header gfal2 sends without a token; the testbed checks no
     tokens, so any bearer credential per URL prefix makes HTTP third-party copy work.
     """
-    from challenges.probes.context import gfal2_context_new
-
     os.environ.update({"X509_CERT_DIR": str(testbed.pki.cert_dir)})
     context = gfal2_context_new()
     context.set_opt_boolean("HTTP PLUGIN", "RETRIEVE_BEARER_TOKEN", False)
     for prefix in testbed.https_prefixes():
         context.cred_set(prefix, context.cred_new("BEARER", testbed.config.bearer_token))
     return context
+
+
+class TestbedProbeContext(ProbeContext):
+    """The probe context of workers that test against the local testbed (settings.PROBE_CONTEXT names it when
+    PROBES_TESTBED is on): its CA and bearer token, and its XCache, which it can empty."""
+
+    def __init__(self) -> None:
+        self.testbed = Testbed(TestbedConfig.from_settings())
+
+    def gfal2_context(self) -> Any:
+        return gfal2_context(self.testbed)
+
+    def free_space(self, url: str) -> int | None:
+        """The testbed's servers all write under its directory: the free space of that disk."""
+        if any(url.startswith(endpoint.url.rstrip("/")) for endpoint in self.testbed.endpoints()):
+            return shutil.disk_usage(self.testbed.config.directory).free
+        return super().free_space(url)
+
+    def cache_flush(self, cache_url: str) -> None:
+        if self.testbed.endpoint("xcache.root").url.split("//")[1] == cache_url.split("//")[1]:
+            self.testbed.cache_flush()
+            return
+        super().cache_flush(cache_url)

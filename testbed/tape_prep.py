@@ -12,7 +12,7 @@ XrdOfsPrepGPI (5.5.3) passes everything in argv: options, ``--``, the request id
     -- <reqid> cancel <path>...          abort: cancel those files of the request
     -- <reqid> prep <path>...            a plain prepare (no stage flag): nothing to do
 
-The daemon (testbed/tape.py) is reached on its control port (``--control URL`` or ``$TAPE_CONTROL_URL``).
+The daemon (testbed/tape/) is reached on its control port (``--control URL`` or ``$TAPE_CONTROL_URL``).
 Stage, evict and cancel run asynchronously inside XRootD, whose client already has its answer: they only post
 to the daemon. A query's stdout goes back to the client, cut by XRootD at about 2000 bytes, so it is kept short.
 Exit codes: 0 done, 1 the daemon failed or is unreachable, 2 bad arguments.

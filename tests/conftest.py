@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from portal import processes
+from common import processes
 from testbed.client import gfal2_context
 from testbed.grid import Testbed, TestbedConfig
 
@@ -77,3 +77,13 @@ def celery_worker_process(django_db_setup: None, tmp_path: Path) -> Iterator[str
 def pytest_configure(config: pytest.Config) -> None:
     # Persistent connections of the live server's thread would keep the test database busy at teardown.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+
+@pytest.fixture(autouse=True)
+def throttle_history_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's rate limits keep their history in the shared cache, per user or address: tests run one after the
+    other from one address, so each test starts a history of its own (the limits themselves stay in force)."""
+    from django.core.cache.backends.locmem import LocMemCache
+    from rest_framework.throttling import SimpleRateThrottle
+
+    monkeypatch.setattr(SimpleRateThrottle, "cache", LocMemCache(f"throttle-{uuid.uuid4()}", {}))

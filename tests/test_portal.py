@@ -104,8 +104,8 @@ def test_every_demo_activity_can_be_run_and_the_recall_asks_for_the_tape_write_f
     commit), but the A-DT recall, which stages what a DT run wrote, says so until one has."""
     from django.core.exceptions import ValidationError
 
-    from challenges import runs
     from challenges.models import Challenge
+    from runs.services import run_start
     from sites.roles import membership_grant
     from tests.sites.factories import UserFactory
 
@@ -116,7 +116,7 @@ def test_every_demo_activity_can_be_run_and_the_recall_asks_for_the_tape_write_f
     started = {}
     for activity in Challenge.objects.get(slug="demo").activities.all():
         try:
-            started[activity.name] = runs.run_start(user=coordinator, activity=activity)
+            started[activity.name] = run_start(user=coordinator, activity=activity)
         except ValidationError as exc:
             refused[activity.name] = exc.message_dict
     assert set(started) == {"ATLAS T0 export", "ATLAS DT", "CMS DT", "iperf3 baseline"}, refused

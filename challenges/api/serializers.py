@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from challenges import services
-from challenges.models import Activity, Challenge, Target
+from challenges.models import ACTIVITY_PLAN_FIELDS, Activity, Challenge, Target
 from sites.models import Experiment, Site
 
 
@@ -76,17 +76,7 @@ class ActivitySerializer(serializers.ModelSerializer[Activity]):
             "id",
             "challenge",
             "name",
-            "experiment",
-            "mode",
-            "kind",
-            "start",
-            "end",
-            "source",
-            "file_size",
-            "file_count",
-            "concurrency",
-            "copy_mode",
-            "auto_run",
+            *ACTIVITY_PLAN_FIELDS,
             "targets",
         ]
 

@@ -3,14 +3,13 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import runs, views
+from . import views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("challenges", views.ChallengeViewSet)
 router.register("activities", views.ActivityViewSet)
 router.register("targets", views.TargetViewSet)
-router.register("runs", runs.RunViewSet, basename="run")
 
 urlpatterns = [
     path("clock/now/", views.ClockNowView.as_view(), name="clock-now"),

@@ -3,8 +3,7 @@ for DDM injectors. A DDM token reads the plans of its own experiment only."""
 
 from __future__ import annotations
 
-from typing import Any
-
+import django_filters
 from django.db.models import Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -12,7 +11,6 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,25 +18,10 @@ from rest_framework.views import APIView
 from challenges import documents, plan
 from challenges.models import Activity, Challenge, Target
 from sites.models import Experiment
-from sites.roles import user_experiment_ids, user_is_coordinator, user_roles
+from sites.permissions import PlanPermission
+from sites.roles import visible_experiment_ids
 
 from .serializers import ActivitySerializer, ChallengeSerializer, TargetSerializer
-
-
-def visible_experiment_ids(user: Any) -> set[int] | None:
-    """The experiments whose plans the user may read: None for all; a DDM service sees its own only."""
-    if user_is_coordinator(user=user) or user_roles(user=user) - {"ddm"}:
-        return None
-    return user_experiment_ids(user=user) if "ddm" in user_roles(user=user) else None
-
-
-class PlanPermission(BasePermission):
-    """Everyone logged in reads; coordinators write."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        if not (request.user and request.user.is_authenticated):
-            return False
-        return request.method in SAFE_METHODS or user_is_coordinator(user=request.user)
 
 
 class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
@@ -84,23 +67,30 @@ class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
         return Response(document)
 
 
+class ActivityFilter(django_filters.FilterSet):
+    """?challenge=SLUG (as on /runs/ and the pages), ?experiment=NAME, ?kind=, ?mode=; the older
+    ?challenge__slug= and ?experiment__name= still work."""
+
+    challenge = django_filters.CharFilter(field_name="challenge__slug", label="challenge (slug)")
+    challenge__slug = django_filters.CharFilter(field_name="challenge__slug")
+    experiment = django_filters.CharFilter(field_name="experiment__name", lookup_expr="iexact")
+    experiment__name = django_filters.CharFilter(field_name="experiment__name", lookup_expr="iexact")
+
+    class Meta:
+        model = Activity
+        fields = ["challenge", "experiment", "kind", "mode"]
+
+
 class ActivityViewSet(viewsets.ModelViewSet[Activity]):
     queryset = Activity.objects.select_related("challenge", "experiment", "source").prefetch_related(
         Prefetch("targets", queryset=Target.objects.select_related("activity", "site", "link_from", "link_to"))
     )
     serializer_class = ActivitySerializer
     permission_classes = [PlanPermission]
-    filterset_fields = {
-        "challenge__slug": ["exact"],
-        "experiment__name": ["iexact"],
-        "kind": ["exact"],
-        "mode": ["exact"],
-    }
+    filterset_class = ActivityFilter
 
     def get_queryset(self) -> QuerySet[Activity]:
-        visible = visible_experiment_ids(self.request.user)
-        queryset = super().get_queryset()
-        return queryset if visible is None else queryset.filter(experiment_id__in=visible)
+        return super().get_queryset().restrict(self.request.user)  # type: ignore[attr-defined, no-any-return]
 
 
 class TargetViewSet(viewsets.ModelViewSet[Target]):

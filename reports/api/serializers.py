@@ -11,7 +11,7 @@ from rest_framework import serializers
 from challenges.models import Challenge, Target
 from sites.models import Site
 
-from ..models import ObservedRate, Outage, Problem, ReportComment, SiteAction, SiteReport
+from ..models import TEXT_LENGTH, ObservedRate, Outage, Problem, ReportComment, SiteAction, SiteReport
 from ..rendering import markdown_render
 
 
@@ -58,7 +58,9 @@ class ReportCommentSerializer(serializers.ModelSerializer[ReportComment]):
 
 
 class ReviewSerializer(serializers.Serializer[Any]):
-    text = serializers.CharField(required=False, allow_blank=True, default="", help_text="Markdown")
+    text = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=TEXT_LENGTH, help_text="Markdown"
+    )
 
 
 ROW_SERIALIZERS = {

@@ -4,7 +4,7 @@ writing for another site gets 403 saying whose admin they are, and nothing is st
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import django_filters
@@ -14,7 +14,7 @@ from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -76,6 +76,8 @@ class SiteReportViewSet(
         valid = serializer.is_valid()
         site = getattr(serializer, "validated_data", {}).get("site") if valid else None
         if site is None and "site" not in serializer.errors:
+            if not isinstance(request.data, Mapping):
+                raise ValidationError({"non_field_errors": ["the body must be a JSON object with the report's fields"]})
             site = serializer.fields["site"].to_internal_value(request.data.get("site"))
         # Whose report it is comes first: another site's admin learns nothing from the validation.
         problem = permissions.site_write_problem(user=request.user, site=site) if site is not None else None

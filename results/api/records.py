@@ -15,17 +15,18 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from challenges.api.views import PlanPermission, visible_experiment_ids
 from challenges.models import Challenge
 from sites.models import Experiment, Site
+from sites.permissions import PlanPermission
+from sites.roles import visible_experiment_ids
 
 from ..choices import ErrorCategory, RecordState
 from ..failures import (
     failure_pattern_problem,
     failure_rule_next_position,
-    failures_recategorize_on_commit,
 )
 from ..models import FailureRule, TransferRecord
+from ..tasks import failures_recategorize_on_commit
 
 RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
 

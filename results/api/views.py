@@ -13,8 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from challenges.api.views import PlanPermission, visible_experiment_ids
 from challenges.models import Challenge
+from sites.permissions import PlanPermission
+from sites.roles import visible_experiment_ids
 
 from .. import selectors
 from ..rates import MET, MISSED, PARTLY

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 
 from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
 from sites.roles import user_is_coordinator
+from sites.selectors import door_owner_problem, rse_owner_problem
 from sites.validators import endpoint_url_problem
 
 
@@ -42,6 +44,12 @@ class CapacitySerializer(serializers.ModelSerializer[Capacity]):
             "disk_size",
             "tape_size",
         ]
+
+    def validate_site(self, site: Site) -> Site:
+        taken = Capacity.objects.filter(site=site).exclude(pk=getattr(self.instance, "pk", None))
+        if taken.exists():
+            raise serializers.ValidationError(f"{site.name} has a capacity already: change that one")
+        return site
 
 
 class SiteCapacitySerializer(CapacitySerializer):
@@ -123,6 +131,31 @@ class StorageEndpointSerializer(serializers.ModelSerializer[StorageEndpoint]):
         if len(set(value)) != len(value):
             raise serializers.ValidationError("each mode once")
         return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A storage door (scheme://host:port) and an RSE name belong to one site, and only coordinators assign
+        them (records are matched to sites by them): a site admin edits the rest of their endpoints."""
+        instance = self.instance
+        url = attrs.get("url", instance.url if instance else "")
+        names = attrs.get("rse_names", instance.rse_names if instance else [])
+        site = attrs.get("site", instance.site if instance else None)
+        request = self.context.get("request")
+        assigns = instance is None or url != instance.url or names != instance.rse_names or site != instance.site
+        if assigns and request is not None and not user_is_coordinator(user=request.user):
+            raise PermissionDenied(
+                "Only coordinators assign storage doors (endpoint URLs) and RSE names to sites: records are counted "
+                "for the site that owns them. You may change the other fields of your site's endpoints."
+            )
+        problems: dict[str, str] = {}
+        site_id = site.pk if site else None
+        exclude = instance.pk if instance else None
+        if url and (problem := door_owner_problem(url=url, site_id=site_id, exclude_pk=exclude)):
+            problems["url"] = problem
+        if problem := rse_owner_problem(names=list(names), site_id=site_id, exclude_pk=exclude):
+            problems["rse"] = problem
+        if problems:
+            raise serializers.ValidationError(problems)
+        return attrs
 
     def create(self, validated_data: dict[str, Any]) -> StorageEndpoint:
         endpoint = StorageEndpoint(**{key: value for key, value in validated_data.items() if key != "url"})

@@ -206,3 +206,20 @@ def test_the_activity_list_takes_a_constant_number_of_queries(
     client = api("viewer")
     with django_assert_max_num_queries(8):
         assert len(client.get("/api/v1/activities/").json()["results"]) == 3
+
+
+def test_activities_are_filtered_by_challenge_slug_as_everywhere_else(plan: dict[str, Any]) -> None:
+    other = Challenge.objects.create(name="Other", slug="other", start=plan["now"], end=plan["now"] + timedelta(days=1))
+    Activity.objects.create(
+        challenge=other,
+        name="elsewhere",
+        experiment=plan["atlas"],
+        mode="DT",
+        kind="transfer",
+        start=other.start,
+        end=other.end,
+    )
+    client = api("viewer")
+    names = {row["name"] for row in client.get("/api/v1/activities/?challenge=dc").json()["results"]}
+    assert names == {"ATLAS DT", "ATLAS later", "CMS now"}
+    assert [row["name"] for row in client.get("/api/v1/activities/?challenge=other").json()["results"]] == ["elsewhere"]

@@ -10,6 +10,8 @@ from icalendar import Calendar
 
 from challenges.choices import ActivityKind
 from challenges.models import Activity
+from sites.models import Experiment
+from sites.roles import membership_grant
 from sites.tokens import token_create
 from tests.challenges.factories import ActivityFactory, ChallengeFactory, TargetFactory
 from tests.sites.factories import ExperimentFactory, SiteFactory, UserFactory
@@ -121,3 +123,33 @@ def test_a_calendar_client_may_send_an_api_token(client: Client, plan: dict[str,
     _, key = token_create(user=UserFactory(), name="calendar")
     response = client.get("/challenges/tc22/calendar.ics", HTTP_AUTHORIZATION=f"Token {key}")
     assert response.status_code == 200 and len(events(response.content)) == 2
+
+
+def test_a_ddm_token_sees_only_its_experiment_on_every_door_of_the_plan(
+    client: Client, plan: dict[str, Activity]
+) -> None:
+    """One access policy (Activity.objects.restrict): a DDM service of CMS saw ATLAS's activities in the calendar,
+    on the clock page and its exports, and in the load planner, though not in the API."""
+    user = UserFactory(username="rucio-cms")
+    cms = Experiment.objects.get(name="CMS")
+    membership = membership_grant(user=user, role="ddm", experiment=cms)
+    _, key = token_create(user=user, membership=membership)
+    token = {"HTTP_AUTHORIZATION": f"Token {key}"}
+    _, reader_key = token_create(user=UserFactory(username="viewer-of-all"))
+    assert [name.split(" (")[0] for name in events(client.get("/challenges/tc22/calendar.ics", **token).content)] == [
+        "CMS A-DT"
+    ]
+    everyone = events(
+        Client().get("/challenges/site/CNAF/calendar.ics", HTTP_AUTHORIZATION=f"Token {reader_key}").content
+    )
+    assert any("ATLAS" in name for name in everyone)
+    site_feed = events(client.get("/challenges/site/CNAF/calendar.ics", **token).content)
+    assert all("ATLAS" not in name for name in site_feed)
+    clock = client.get("/challenges/tc22/?format=json&table=activities", **token).json()
+    assert [row["name"] for row in clock["rows"]] == ["CMS A-DT"]
+    grid = client.get("/challenges/tc22/?format=json", **token).json()
+    assert {row["experiment"] for row in grid["rows"]} == {"CMS"}
+    page = client.get("/challenges/tc22/", **token).content.decode()
+    assert "CMS A-DT" in page and "ATLAS DT" not in page
+    api = client.get("/api/v1/activities/?challenge=tc22", **token).json()
+    assert [row["name"] for row in api["results"]] == ["CMS A-DT"]

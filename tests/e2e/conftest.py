@@ -24,8 +24,17 @@ CHROMIUM_ARGS = [
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     # Playwright's sync API keeps an event loop in this thread; Django would refuse ORM calls next to it.
+    # The flag is taken back when the session's browser closes: later tests (and their subprocesses, such as
+    # `check --deploy`, which refuses it) must not inherit it.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            yield browser
+            browser.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before

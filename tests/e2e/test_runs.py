@@ -20,10 +20,11 @@ from django.db import connection
 from django.utils import timezone
 from playwright.sync_api import Browser
 
-from challenges import runs
-from challenges.models import Activity, Run
-from portal import processes
+from challenges.models import Activity
+from common import processes
 from portal.demo import demo_user_ensure
+from runs.dispatch import DEFAULT_QUEUE, served_queues_forget
+from runs.models import Run
 from sites.models import Experiment, Site
 from sites.services import sites_import
 from testbed.grid import Testbed
@@ -47,14 +48,14 @@ def default_queue_worker(testbed: Testbed, transactional_db: None, tmp_path: Pat
     pidfile = tmp_path / "worker.pid"
     name = f"e2e-runs-{uuid.uuid4().hex[:8]}"
     argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "threads", "--concurrency", "4"]
-    argv += ["-Q", runs.DEFAULT_QUEUE, "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "info"]
+    argv += ["-Q", DEFAULT_QUEUE, "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "info"]
     processes.start(argv, pidfile=pidfile, logfile=tmp_path / "worker.log", env=env, cwd=settings.BASE_DIR)
-    runs.served_queues_forget()
+    served_queues_forget()
     try:
         yield
     finally:
         processes.stop(pidfile)
-        runs.served_queues_forget()
+        served_queues_forget()
 
 
 def test_a_coordinator_starts_a_run_and_watches_it_finish(
@@ -83,7 +84,9 @@ def test_a_coordinator_starts_a_run_and_watches_it_finish(
     # A run writes to portal-runs/run-<id>/ on the destination. Every test database numbers its runs from 1, and
     # other sessions may copy to the same testbed at the same time: start this one's ids somewhere of its own.
     with connection.cursor() as cursor:
-        cursor.execute("SELECT setval(pg_get_serial_sequence('challenges_run', 'id'), %s)", [random.randrange(10**9)])
+        cursor.execute(
+            "SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)", [Run._meta.db_table, random.randrange(10**9)]
+        )
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     base = live_server.url

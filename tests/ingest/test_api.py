@@ -225,3 +225,17 @@ def test_other_roles_may_not_ingest(world: dict[str, Any], role: str) -> None:
     assert post(client, "fts", [FTS_COMPLETE]).status_code == 403
     assert APIClient().post("/api/v1/ingest/fts/", data=b"[]", content_type="application/json").status_code == 401
     assert not TransferRecord.objects.exists()
+
+
+def test_another_experiments_token_cannot_make_the_real_message_a_duplicate(
+    world: dict[str, Any], atlas_ddm: APIClient
+) -> None:
+    """Identity is per experiment: CMS's token sending ATLAS's FTS ids (tr_id, and the key shared with Rucio) stores
+    a CMS record, and ATLAS's own message is still stored (it was dropped as a "duplicate" when identity was
+    global)."""
+    cms = client_for("ddm", experiment=world["cms"])
+    forged = {**FTS_COMPLETE, "vo": "cms"}
+    assert post(cms, "fts", [forged]).json()["accepted"] == 1
+    response = post(atlas_ddm, "fts", [FTS_COMPLETE])
+    assert response.json() == {"accepted": 1, "duplicates": 0, "skipped": 0, "rejected": []}
+    assert sorted(TransferRecord.objects.values_list("experiment__name", flat=True)) == ["ATLAS", "CMS"]

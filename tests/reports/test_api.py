@@ -178,3 +178,10 @@ def test_the_list_takes_a_bounded_number_of_queries(world: dict[str, Any]) -> No
     with CaptureQueriesContext(connection) as six:
         assert len(viewer.get(URL).json()["results"]) == 6
     assert len(six) <= len(two)  # the first request also read the user's memberships
+
+
+def test_notes_of_a_megabyte_are_refused_on_their_field_and_nothing_is_stored(world: dict[str, Any]) -> None:
+    response = client_for(world["cnaf_admin"]).post(URL, body(notes="x" * 1_000_000), format="json")
+    assert response.status_code == 400
+    assert "20000" in str(response.json()["notes"]) or "20,000" in str(response.json()["notes"])
+    assert not SiteReport.objects.exists()

@@ -420,7 +420,7 @@ def test_a_new_target_rate_changes_the_verdict_of_a_cached_row(world: dict[str, 
 
 
 def test_the_rates_are_computed_when_the_cache_is_down(world: dict[str, Any], settings: Any) -> None:
-    from portal.processes import free_port
+    from common.processes import free_port
 
     settings.CACHES = {
         "default": {

@@ -386,6 +386,8 @@ def many_sites_document(count: int) -> dict[str, Any]:
             {**endpoint, "url": endpoint["url"].replace("xfer.", f"xfer{index}.")} for endpoint in site["endpoints"]
         ]
         site["network_hosts"] = [f"ps{index}.example.org"]
+        for endpoint in site["endpoints"]:  # an RSE belongs to one site
+            endpoint["rse"] = [f"{rse}_{index}" for rse in endpoint.get("rse", [])]
         sites.append(site)
     return {"experiments": [{"name": "ATLAS"}], "sites": sites}
 
@@ -453,3 +455,19 @@ def test_the_export_command_writes_yaml_that_imports_back(tmp_path: Path) -> Non
     call_command("export_sites", "--format", "yaml", "--output", str(path), stdout=io.StringIO())
 
     assert sites_document_load(text=path.read_text()) == exported
+
+
+def test_a_storage_door_or_an_rse_of_another_site_is_refused_in_a_document() -> None:
+    sites_import(document={"experiments": [{"name": "ATLAS"}], "sites": [cnaf()]})
+    intruder = cnaf()
+    intruder["name"] = "INTRUDER"
+    intruder["network_hosts"] = []
+    intruder["endpoints"] = [
+        {"url": "davs://xfer.cr.cnaf.infn.it:8443/intruder", "rse": ["INTRUDER_DISK"]},
+        {"url": "root://intruder.example.org:1094//data", "rse": ["CNAF_DATADISK"]},
+    ]
+    with pytest.raises(SitesDocumentError) as caught:
+        sites_import(document={"experiments": [{"name": "ATLAS"}], "sites": [intruder]})
+    errors = {error["place"]: error["error"] for error in caught.value.errors}
+    assert "this storage door belongs to site 'CNAF'" in errors["sites[0].endpoints[0].url"]
+    assert errors["sites[0].endpoints[1].rse[0]"] == "RSE CNAF_DATADISK belongs to site 'CNAF'"

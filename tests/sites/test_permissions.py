@@ -129,12 +129,48 @@ def test_only_coordinators_delete_sites(role: str, expected: int, registry: dict
     assert response.status_code == expected
 
 
-@pytest.mark.parametrize(("site", "expected"), [("own", 201), ("other", 403)])
-def test_a_site_admin_adds_endpoints_only_to_their_site(site: str, expected: int, registry: dict[str, Any]) -> None:
+@pytest.mark.parametrize("site", ["own", "other"])
+def test_only_coordinators_assign_storage_doors_even_to_a_site_admins_own_site(
+    site: str, registry: dict[str, Any]
+) -> None:
+    """Records are counted for the site that owns a door (scheme://host:port): a site admin who registered another
+    site's door, or a door no site has yet, took that traffic."""
     body = {"site": registry[site].name, "url": f"root://new-{site}.example.org:1094//data", "kind": "disk"}
     response = client_for("site-admin", registry).post("/api/v1/endpoints/", body, format="json")
-    assert response.status_code == expected
-    assert StorageEndpoint.objects.filter(url=body["url"]).exists() is (expected == 201)
+    assert response.status_code == 403
+    assert not StorageEndpoint.objects.filter(url=body["url"]).exists()
+    assert client_for("coordinator", registry).post("/api/v1/endpoints/", body, format="json").status_code == 201
+
+
+def test_a_site_admin_edits_the_other_fields_of_their_endpoints_but_not_their_url_or_rse(
+    registry: dict[str, Any],
+) -> None:
+    endpoint = StorageEndpoint(site=registry["own"], kind="disk")
+    endpoint.set_url("root://own-door.example.org:1094//data")
+    endpoint.save()
+    client = client_for("site-admin", registry)
+    assert client.patch(f"/api/v1/endpoints/{endpoint.pk}/", {"kind": "tape"}, format="json").status_code == 200
+    moved = {"url": "root://xfer.other.example.org:1094//data"}
+    assert client.patch(f"/api/v1/endpoints/{endpoint.pk}/", moved, format="json").status_code == 403
+    assert client.patch(f"/api/v1/endpoints/{endpoint.pk}/", {"rse": ["X_DISK"]}, format="json").status_code == 403
+    endpoint.refresh_from_db()
+    assert (endpoint.kind, endpoint.url, endpoint.rse_names) == ("tape", "root://own-door.example.org:1094//data", [])
+
+
+def test_a_door_and_an_rse_belong_to_one_site(registry: dict[str, Any]) -> None:
+    theirs = StorageEndpoint(site=registry["other"], rse_names=["OTHER_DISK"])
+    theirs.set_url("davs://door.other.example.org:443/data")
+    theirs.save()
+    coordinator = client_for("coordinator", registry)
+    same_door = {"site": registry["own"].name, "url": "davs://door.other.example.org:443/elsewhere"}
+    response = coordinator.post("/api/v1/endpoints/", same_door, format="json")
+    assert response.status_code == 400
+    assert f"is a storage door of {registry['other'].name}" in response.json()["url"][0]
+    other_port = {"site": registry["own"].name, "url": "davs://door.other.example.org:8443/data", "rse": ["OTHER_DISK"]}
+    response = coordinator.post("/api/v1/endpoints/", other_port, format="json")
+    assert response.status_code == 400 and "RSE OTHER_DISK belongs to" in response.json()["rse"][0]
+    other_port["rse"] = ["OWN_DISK"]
+    assert coordinator.post("/api/v1/endpoints/", other_port, format="json").status_code == 201
 
 
 def test_a_ddm_token_cannot_rename_an_experiment(registry: dict[str, Any]) -> None:

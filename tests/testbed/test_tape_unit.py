@@ -1,4 +1,4 @@
-"""Fast tests of the emulated tape (testbed/tape.py, tape_prep.py, tape_mss.py): no servers besides a local one."""
+"""Fast tests of the emulated tape (testbed/tape/, tape_prep.py, tape_mss.py): no servers besides a local one."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from challenges.documents import PlanDocumentError, plan_document_load
 from challenges.plan import plan_import
-from portal.documents import document_errors_report, document_file_read
+from common.documents import document_errors_report, document_file_read
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from portal.documents import document_errors_report, document_file_read
+from common.documents import document_errors_report, document_file_read
 from sites.documents import SitesDocumentError, sites_document_load
 from sites.services import sites_import
 

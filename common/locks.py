@@ -1,0 +1,28 @@
+"""Locks across processes and machines, held in PostgreSQL (the one thing every web process and worker shares)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection
+
+
+def advisory_key(name: str) -> int:
+    """A signed 64-bit key for pg_advisory_lock from a name."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+@contextmanager
+def advisory_lock(name: str) -> Iterator[None]:
+    """Hold the session-level advisory lock of `name` for the block: one holder at a time on the whole database.
+    A holder that dies loses its session, and with it the lock."""
+    key = advisory_key(name)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [key])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [key])

@@ -1,0 +1,186 @@
+"""The reaper (`runs_reap`, on Celery beat every 30 s): nothing stays running forever.
+
+Workers refresh `RunFile.heartbeat` while they copy, and `Run.heartbeat` while they run a one-task probe; the
+reaper turns a running file whose heartbeat stopped into a failed try ("worker lost") and queues it again once,
+ends a probe run whose heartbeat stopped (failed, "worker lost"), ends runs past their deadline, re-sends tasks
+whose message was lost (a broker restarted without its data), and sees that ended runs' copies are kept or deleted
+(runs.copies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from results.choices import RecordState
+from results.services import records_store
+
+from . import dispatch
+from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
+from .copies import run_copies_settle, runs_copies_sweep
+from .engine import file_record_new, files_record, run_top_up
+from .models import Run, RunFile
+from .parameters import DEFAULT_TIMEOUT, TRANSFER_KINDS
+from .probes.outcomes import FileOutcome
+
+MAX_ATTEMPTS = 2  # a file whose worker died is tried once more
+HUNG_GRACE = 60.0  # seconds past its gfal2 timeout after which a copy still running is taken for hung
+
+
+@dataclass
+class ReapSummary:
+    runs_failed: int = 0
+    files_retried: int = 0
+    files_failed: int = 0
+    tasks_resent: int = 0
+    records_stored: int = 0
+    cleanups_sent: int = 0
+
+
+def runs_reap(*, now: datetime | None = None) -> ReapSummary:
+    """End runs past their deadline (failed), retry once (else fail) files whose worker stopped beating ("worker
+    lost"), re-send tasks whose message never reached a worker, so that nothing stays running forever."""
+    now = now or timezone.now()
+    summary = ReapSummary()
+    lost_after = timedelta(seconds=settings.DISPATCH_WORKER_LOST_AFTER)
+    resend_after = timedelta(seconds=settings.DISPATCH_RESEND_AFTER)
+    for run_id in Run.objects.filter(state__in=[RunState.QUEUED, RunState.RUNNING]).values_list("pk", flat=True):
+        with transaction.atomic():
+            run = (
+                Run.objects.select_for_update().filter(pk=run_id, state__in=[RunState.QUEUED, RunState.RUNNING]).first()
+            )
+            if run is None:
+                continue
+            if run.deadline and run.deadline < now:
+                run.state, run.finished_at = RunState.FAILED, now
+                run.message = f"deadline passed ({run.deadline.isoformat()}): ended by the reaper"
+                run.save(update_fields=["state", "finished_at", "message"])
+                RunFile.objects.filter(run=run, state=FileState.QUEUED).update(
+                    state=FileState.CANCELLED, end=now, error="the run's deadline passed", recorded=True
+                )
+                run_copies_settle(run)
+                summary.runs_failed += 1
+                continue
+            if run.state == RunState.QUEUED:
+                if run.created_at < now - resend_after:
+                    transaction.on_commit(
+                        lambda r=run: dispatch.prepare_send(r.pk, r.parameters.get("queue", dispatch.DEFAULT_QUEUE))
+                    )  # type: ignore[misc]
+                    summary.tasks_resent += 1
+                continue
+            if run.kind not in TRANSFER_KINDS:
+                # A one-task probe: judged by its own heartbeat (and its deadline, above), never by files.
+                last = run.heartbeat or run.started_at or run.created_at
+                if last < now - lost_after:
+                    run.state, run.finished_at = RunState.FAILED, now
+                    run.message = (
+                        f"worker lost: the worker running this {run.kind} probe stopped answering "
+                        f"(last heard at {last.isoformat(timespec='seconds')})"
+                    )
+                    run.save(update_fields=["state", "finished_at", "message"])
+                    summary.runs_failed += 1
+                continue
+            lost = list(
+                RunFile.objects.select_for_update(of=("self",))
+                .select_related("run", "run__activity")
+                .filter(run=run, state=FileState.RUNNING, heartbeat__lt=now - lost_after)
+            )
+            records = []
+            for file in lost:
+                message = _lost_message(file, now)
+                records.append(
+                    file_record_new(
+                        file,
+                        FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, message),
+                        RecordState.FAILED,
+                        int(run.parameters.get("concurrency") or 1),
+                    )
+                )
+                if file.attempt < MAX_ATTEMPTS:
+                    file.state, file.task_id, file.error = FileState.QUEUED, "", message
+                    # The lost try's copy may live on at the destination server (a third-party copy is the
+                    # server's): the next try writes a name of its own rather than race it.
+                    file.destination_url = f"{file.destination_url.split('.try')[0]}.try{file.attempt + 1}"
+                    summary.files_retried += 1
+                else:
+                    file.state, file.end, file.error = FileState.FAILED, now, message
+                    summary.files_failed += 1
+                file.recorded = True  # the lost try's record is the one stored here
+                file.save(update_fields=["state", "task_id", "error", "end", "recorded", "destination_url"])
+            if records:
+                records_store(records=records)
+            unsent = RunFile.objects.filter(
+                run=run, state=FileState.QUEUED, dispatched_at__lt=now - resend_after
+            ).exclude(task_id="")
+            for file in unsent:
+                transaction.on_commit(
+                    lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue)  # type: ignore[misc]
+                )
+                summary.tasks_resent += 1
+            unsent.update(dispatched_at=now)
+            run_top_up(run)
+    summary.files_failed += _ended_runs_lost_files(now=now, lost_after=lost_after)
+    # Tries that ended but whose worker died before storing their record.
+    unrecorded = RunFile.objects.filter(state__in=FILE_ENDED, recorded=False, end__lt=now - timedelta(seconds=30))
+    summary.records_stored = files_record(list(unrecorded.values_list("pk", flat=True)))
+    with transaction.atomic():
+        summary.cleanups_sent = runs_copies_sweep(now=now)
+    return summary
+
+
+def copy_deadline_seconds(parameters: dict[str, Any]) -> float:
+    """How long a copy of a run with these parameters may run before it is taken for hung: its gfal2 timeout and a
+    grace. Past it the worker stops the copy's heartbeat (gfal2 cannot always stop a hung XRootD copy) and the
+    reaper ends the try."""
+    return float(parameters.get("timeout") or DEFAULT_TIMEOUT) + HUNG_GRACE
+
+
+def _lost_message(file: RunFile, now: datetime) -> str:
+    if file.start and (now - file.start).total_seconds() > copy_deadline_seconds(file.run.parameters):
+        return (
+            f"timed out: try {file.attempt} was still running {int((now - file.start).total_seconds())} s after it "
+            f"started, past its {int(file.run.parameters.get('timeout') or DEFAULT_TIMEOUT)} s timeout (a hung copy)"
+        )
+    return f"worker lost: {file.worker or 'its worker'} stopped answering during try {file.attempt}"
+
+
+def _ended_runs_lost_files(*, now: datetime, lost_after: timedelta) -> int:
+    """Files still running in runs that have ended (cancelled, or failed at their deadline) whose worker stopped
+    answering: their copies will never report, so they end here (cancelled or failed) with their record."""
+    ended = 0
+    stale = RunFile.objects.filter(
+        state=FileState.RUNNING, heartbeat__lt=now - lost_after, run__state__in=RUN_ENDED
+    ).values_list("pk", flat=True)
+    for file_id in list(stale):
+        with transaction.atomic():
+            file = (
+                RunFile.objects.select_for_update(of=("self",))
+                .select_related("run", "run__activity")
+                .filter(pk=file_id, state=FileState.RUNNING, heartbeat__lt=now - lost_after)
+                .first()
+            )
+            if file is None:
+                continue
+            message = f"{_lost_message(file, now)}, after its run ended ({file.run.state})"
+            cancelled = file.run.state == RunState.CANCELLED
+            state = RecordState.CANCELLED if cancelled else RecordState.FAILED
+            records_store(
+                records=[
+                    file_record_new(
+                        file,
+                        FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, message),
+                        state,
+                        int(file.run.parameters.get("concurrency") or 1),
+                    )
+                ]
+            )
+            file.state = FileState.CANCELLED if cancelled else FileState.FAILED
+            file.end, file.error, file.recorded = now, message, True
+            file.save(update_fields=["state", "end", "error", "recorded"])
+            ended += 1
+    return ended

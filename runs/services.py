@@ -1,0 +1,103 @@
+"""Writes of runs that people (and the clock) ask for: start and cancel. Starting checks the parameters
+(runs.parameters), creates the run and its files in one transaction and sends the first task after the commit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from challenges.models import Activity
+from sites.roles import user_is_coordinator
+
+from . import dispatch
+from .choices import RUN_ENDED, CopiesState, FileState, RunState
+from .copies import run_copies_settle
+from .models import Run, RunFile
+from .parameters import KIND_PARAMETERS, run_plan
+
+
+def run_start(
+    *,
+    user: Any,
+    activity: Activity | None = None,
+    kind: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    trigger: str = "user",
+) -> Run:
+    """Start a run of an activity (its parameters the defaults of `parameters`) or an ad hoc run of `kind`.
+
+    Coordinators only (PermissionDenied); ValidationError with per-field messages for bad parameters or an
+    endpoint of a scheme the workers cannot speak, and then nothing is created. The tasks are sent once the
+    transaction commits. `trigger="schedule"` is the clock's own start (no user)."""
+    if trigger != "schedule" and not user_is_coordinator(user=user):
+        raise PermissionDenied("Only coordinators start runs.")
+    if activity is None and not kind:
+        raise ValidationError({"kind": ["give an activity to run, or the kind of an ad hoc run"]})
+    kind = kind or (activity.kind if activity else "")
+    if activity is not None and kind != activity.kind:
+        raise ValidationError({"kind": [f"the activity is a {activity.kind} activity, not {kind}"]})
+    if kind not in KIND_PARAMETERS:
+        raise ValidationError(
+            {"kind": [f"runs of kind {kind!r} are not supported (known: {', '.join(KIND_PARAMETERS)})"]}
+        )
+    given = dict(parameters or {})
+    plan = run_plan(kind, activity, given)
+    queue = dispatch.queue_for_site(plan.site)
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.create(
+            activity=activity,
+            kind=kind,
+            parameters={
+                **plan.parameters,
+                "queue": queue,
+                "site": plan.site.name if plan.site else None,
+                "experiment": plan.experiment.name if plan.experiment else None,
+                "trigger": trigger,
+            },
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+            copies=CopiesState.PRESENT if plan.files else CopiesState.NONE,
+            deadline=now + timedelta(seconds=plan.deadline_seconds),
+        )
+        if plan.files:
+            RunFile.objects.bulk_create(
+                [
+                    RunFile(
+                        run=run,
+                        index=index,
+                        source_url=source,
+                        destination_url=destination.replace("{run}", f"run-{run.pk}"),
+                        size=size,
+                        queue=queue,
+                    )
+                    for index, (source, destination, size) in enumerate(plan.files)
+                ]
+            )
+        transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue))
+    return run
+
+
+def run_cancel(run: Run, *, user: Any, message: str = "", system: bool = False) -> Run:
+    """Cancel a run: its queued files are cancelled at once, copies in flight are aborted by their workers (which
+    watch the run's state) and end as cancelled. Coordinators only; an ended run cannot be cancelled."""
+    if not system and not user_is_coordinator(user=user):
+        raise PermissionDenied("Only coordinators cancel runs.")
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.state in RUN_ENDED:
+            raise ValidationError({"state": [f"the run has already ended ({locked.state})"]})
+        now = timezone.now()
+        locked.state = RunState.CANCELLED
+        locked.finished_at = now
+        who = getattr(user, "username", "") if user is not None else ""
+        locked.message = message or (f"cancelled by {who}" if who else "cancelled")
+        locked.save(update_fields=["state", "finished_at", "message"])
+        RunFile.objects.filter(run=locked, state=FileState.QUEUED).update(
+            state=FileState.CANCELLED, end=now, error="cancelled before it started", recorded=True
+        )
+        run_copies_settle(locked)  # at once when nothing is in flight; else when the last copy in flight ends
+    return locked

@@ -1,0 +1,219 @@
+"""Celery tasks of runs: thin wrappers that load ids and call the engine (runs.engine) and the probes.
+
+Start a worker for a site with `celery -A portal worker -Q site.<SITE NAME> --pool threads --concurrency N`
+(N at least the concurrency of the runs it serves, plus a few); a worker on `-Q default` serves every site
+without a worker of its own. The probes get their gfal2 contexts (CA, tokens, options) from the probe context that
+settings.PROBE_CONTEXT names, never from the testbed itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from celery import shared_task
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from challenges.choices import ActivityKind
+from common.locks import advisory_lock
+
+from . import clock, engine, reaper
+from .copies import run_copies_deleted, run_copies_to_delete
+from .dispatch import COPIES_DELETE_TASK, PREPARE_TASK, TRANSFER_TASK
+from .models import Run
+from .parameters import TRANSFER_KINDS
+from .probe_runs import run_probe_begin, run_probe_store
+from .probes.context import ProbeContext
+from .probes.outcomes import FileOutcome, utcnow
+from .watcher import watcher
+
+logger = logging.getLogger(__name__)
+
+
+def probe_context() -> ProbeContext:
+    """The deployment's probe context (settings.PROBE_CONTEXT, a dotted path to a ProbeContext class), made anew
+    each time so that it follows the settings."""
+    context_class = import_string(settings.PROBE_CONTEXT)
+    return context_class()
+
+
+def gfal2_context() -> Any:
+    """A fresh gfal2 context as the probe context makes it (cheap: about 1 ms)."""
+    return probe_context().gfal2_context()
+
+
+def _worker_name(task: Any) -> str:
+    return str(getattr(task.request, "hostname", "") or socket.gethostname())
+
+
+@shared_task(bind=True, name=PREPARE_TASK, ignore_result=True, acks_late=True)
+def run_prepare(self: Any, run_id: int) -> None:
+    """First task of a run: a transfer run gets its test file and its first C file tasks; the other kinds run
+    their probe here."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        return
+    if run.kind in TRANSFER_KINDS:
+        from .probes.testfiles import test_file
+
+        checksum = str(run.parameters.get("checksum") or "ADLER32")
+
+        def ensure_test_file(base: str, size: int) -> str:
+            # One maker of a test file at a time, on every worker: the others wait, then find it made.
+            with advisory_lock(f"testfile {base} {size}"):
+                return test_file(gfal2_context(), base, size, checksum=checksum)
+
+        engine.run_prepare(run_id, ensure_test_file=ensure_test_file, free_space=probe_context().free_space)
+    else:
+        run_probe(run_id)
+
+
+@shared_task(bind=True, name=TRANSFER_TASK, ignore_result=True, acks_late=True)
+def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
+    """Copy one file of a transfer run (try `attempt`), store its record, send the run's next file."""
+    from .probes.transfer import transfer_file
+
+    received = time.monotonic()
+    file = engine.file_claim(file_id, attempt, self.request.id, _worker_name(self))
+    logger.debug("file %s try %s: claimed in %.3f s", file_id, attempt, time.monotonic() - received)
+    if file is None:
+        logger.info("file %s try %s: stale message, dropped", file_id, attempt)
+        return
+    parameters = file.run.parameters
+    ctx = gfal2_context()
+    cancelled = threading.Event()
+    watcher.add(file.pk, file.run_id, ctx, cancelled, hung_after=reaper.copy_deadline_seconds(parameters))
+    try:
+        try:
+            outcome = transfer_file(
+                ctx,
+                file.source_url,
+                file.destination_url,
+                mode=parameters.get("copy_mode") or None,
+                streams=int(parameters.get("streams") or 1),
+                timeout=int(parameters.get("timeout") or 300),
+                checksum=str(parameters.get("checksum") or "ADLER32"),
+                cancel=cancelled,
+                progress=functools.partial(watcher.report, file.pk),
+            )
+        except Exception as exc:  # a bug or an odd URL must still end the file, with the reason
+            now = utcnow()
+            outcome = FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, str(exc))
+    finally:
+        watcher.remove(file.pk)
+    finishing = time.monotonic()
+    engine.file_finish(file_id, attempt, self.request.id, outcome)
+    logger.debug(
+        "file %s try %s: copy ended %.3f s ago, finish took %.3f s",
+        file_id,
+        attempt,
+        (utcnow() - outcome.end).total_seconds(),
+        time.monotonic() - finishing,
+    )
+
+
+def run_probe(run_id: int) -> None:
+    """Run a staging, network, cache or io probe as one task; its files become records, its summary the run's."""
+    run = run_probe_begin(run_id)
+    if run is None:
+        return
+    parameters = run.parameters
+    outcomes: list[FileOutcome] = []
+    summary: dict[str, Any] = {}
+    error = ""
+    cancelled = threading.Event()  # set by the watcher when the run ends (cancelled, reaped) under the probe
+    watcher.add_probe(run_id, cancelled)
+    try:
+        if run.kind == ActivityKind.STAGING:
+            from .probes.staging import stage_files
+
+            staging = stage_files(
+                gfal2_context(),
+                list(parameters["urls"]),
+                bulk_size=parameters["bulk_size"],
+                pin_time=parameters["pin_time"],
+                timeout=parameters["timeout"],
+                poll_interval=parameters["poll_interval"],
+                cancel=cancelled,
+            )
+            outcomes, summary = list(staging.files), staging.to_dict()
+        elif run.kind == ActivityKind.NETWORK:
+            from .probes.network import network_probe
+
+            network = network_probe(
+                parameters["host"],
+                parameters["port"],
+                streams=parameters["streams"],
+                duration=parameters["duration"],
+                reverse=parameters["reverse"],
+                cancel=cancelled,
+            )
+            summary = network.to_dict()
+            if not getattr(network, "ok", True):
+                error = f"network probe failed: {getattr(network, 'error', '')}"
+        elif run.kind == ActivityKind.CACHE:
+            from .probes.cache import cache_study
+
+            cache_url = parameters["cache_url"]
+            cache_result = cache_study(
+                gfal2_context(),
+                list(parameters["origin_urls"]),
+                cache_url_of=_cache_url_of(cache_url),
+                flush=functools.partial(probe_context().cache_flush, cache_url),
+            )
+            outcomes, summary = list(cache_result.files), cache_result.to_dict()
+        elif run.kind == ActivityKind.IO:
+            from .probes.io import io_probe
+
+            io_result = io_probe(
+                gfal2_context(), parameters["endpoint"], parameters["file_size"], timeout=parameters["timeout"]
+            )
+            outcomes, summary = list(io_result.files), io_result.to_dict()
+        else:
+            error = f"no probe for runs of kind {run.kind}"
+    except Exception as exc:  # the probe's own failure ends the run with its reason
+        logger.exception("run %s", run_id)
+        error = f"{run.kind} probe failed: {getattr(exc, 'message', '') or exc}"
+    finally:
+        watcher.remove_probe(run_id)
+    run_probe_store(run_id, outcomes, summary, error)
+
+
+@shared_task(name=COPIES_DELETE_TASK, ignore_result=True, acks_late=True)
+def run_copies_delete(run_id: int) -> None:
+    """Delete an ended run's destination copies with gfal2 (idempotent: a second pass finds them gone)."""
+    from .probes.cleanup import copies_delete
+
+    wanted = run_copies_to_delete(run_id)
+    result = copies_delete(gfal2_context(), wanted.urls, wanted.directories)
+    run_copies_deleted(run_id, deleted=result.deleted, errors=result.errors)
+
+
+def _cache_url_of(cache_url: str) -> Any:
+    """origin URL -> the same path through the cache endpoint."""
+    cache = urlsplit(cache_url)
+
+    def cache_url_of(origin_url: str) -> str:
+        origin = urlsplit(origin_url)
+        return urlunsplit((cache.scheme, cache.netloc, origin.path, origin.query, ""))
+
+    return cache_url_of
+
+
+@shared_task(name="runs.runs_reap", ignore_result=True)
+def runs_reap() -> dict[str, int]:
+    """Beat: end runs past their deadline, retry or fail files whose worker was lost, re-send lost messages."""
+    summary = reaper.runs_reap()
+    return summary.__dict__
+
+
+@shared_task(name="runs.activities_auto_run", ignore_result=True)
+def activities_auto_run() -> list[int]:
+    """Beat: start the runs of auto-run activities whose window opened; cancel those whose window closed."""
+    return [run.pk for run in clock.activities_auto_run()]

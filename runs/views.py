@@ -1,0 +1,342 @@
+"""Run pages: the live run page (progress polled with htmx until the run ends), a challenge's runs, the Run form
+of an activity (coordinators, with ad hoc overrides) and Cancel. The work is done by runs.services and the engine."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import messages as flash
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from challenges.choices import ActivityKind
+from challenges.models import Activity, Challenge
+from challenges.views import read_access
+from common.exports import export_requested, table_response
+from results.active_rates import active_rates
+from results.link_matrix import link_matrix
+from results.models import TransferRecord
+from sites.roles import user_is_coordinator
+
+from . import selectors
+from .api.views import runs_visible_to
+from .choices import RUN_ENDED, FileState, RunState
+from .copies import run_copies_delete as copies_delete_service
+from .models import Run, RunFile
+from .parameters import TRANSFER_KINDS, TRANSFER_MODES
+from .probe_results import probe_results
+from .selectors import run_figures, runs_with_figures
+from .services import run_cancel as run_cancel_service
+from .services import run_start
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as django_htmx's middleware leaves it (for the type checker)."""
+
+    htmx: HtmxDetails
+
+
+RUNS_PAGE = 50
+# The latest failed files the run page shows with gfal2's message (all of them: the files API).
+FAILURES = 5
+# How often the run page asks for fresh figures while the run goes on.
+POLL_SECONDS = 2
+
+
+def _run_or_404(request: HttpRequest, pk: int) -> Run:
+    """The run, if this user may read it (a DDM token reads its own experiment's runs only)."""
+    return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+
+
+def _coordinator_or_refuse(request: HttpRequest, what: str) -> HttpResponseBase | None:
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not user_is_coordinator(user=request.user):
+        raise PermissionDenied(f"only coordinators {what}")
+    return None
+
+
+def _progress_context(run: Run) -> dict[str, Any]:
+    progress = selectors.run_progress(run)
+    finished = progress.files_done + progress.files_failed + progress.files_cancelled
+    ended = progress.state in RUN_ENDED
+    rates = active_rates(TransferRecord.objects.filter(run=run)) if ended else None
+    return {
+        "run": run,
+        "progress": progress,
+        "ended": ended,
+        "files_ended": finished,
+        "poll_seconds": POLL_SECONDS,
+        "eta": duration_text(progress.eta_seconds),
+        "rates": rates,
+        "average_rate": rates.average_rate if rates else None,
+        "failures": list(RunFile.objects.filter(run=run, state=FileState.FAILED).order_by("-end", "-index")[:FAILURES]),
+    }
+
+
+def parameter_text(value: Any) -> str:
+    """A run parameter as people read it: lists joined, None as a dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(item) for item in value)
+    return str(value)
+
+
+def duration_text(seconds: float | None) -> str:
+    """An ETA as people read it: "45 s", "3 min 20 s", "2 h 05 min"; an em dash when unknown."""
+    if seconds is None:
+        return "—"
+    total = max(round(seconds), 0)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
+
+
+def records_query(run: Run) -> dict[str, str] | None:
+    """The filters of the results records page that come closest to this run's records: its experiment and
+    source site, and `run` (which that page does not filter on yet: until it does, other runs' records of the
+    same experiment and source show too). None for an ad hoc run: the records page lists a challenge's."""
+    if run.activity is None:
+        return None
+    query = {"run": str(run.pk), "experiment": run.activity.experiment.name}
+    site = run.parameters.get("site") if isinstance(run.parameters, dict) else None
+    if site:
+        query["source"] = str(site)
+    return query
+
+
+@require_GET
+@read_access
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One run: what it was asked to do and its live progress."""
+    run = _run_or_404(request, pk)
+    records = records_query(run)
+    context = _progress_context(run) | {
+        "can_run": user_is_coordinator(user=request.user),
+        "records": records,
+        "records_query": urlencode(records) if records else None,
+        "probe": probe_results(run),
+        "matrix": link_matrix(TransferRecord.objects.filter(run=run)) if run.kind in TRANSFER_KINDS else [],
+        "recalls": [pk for pk in (run.parameters or {}).get("recalls_runs", []) if isinstance(pk, int)],
+        "parameters": [(name, parameter_text(value)) for name, value in sorted(run.parameters.items())]
+        if isinstance(run.parameters, dict)
+        else [],
+    }
+    return render(request, "runs/run_detail.html", context)
+
+
+@require_GET
+@read_access
+def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    """The progress panel alone: what htmx swaps in every few seconds; it stops asking once the run ended."""
+    run = _run_or_404(request, pk)
+    context = _progress_context(run) | {"can_run": user_is_coordinator(user=request.user)}
+    return render(request, "runs/run_progress.html", context)
+
+
+@require_POST
+def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
+    """Cancel (coordinators): queued files are cancelled, copies in flight aborted."""
+    refused = _coordinator_or_refuse(request, "cancel runs")
+    if refused is not None:
+        return refused
+    run = _run_or_404(request, pk)
+    error = None
+    try:
+        run = run_cancel_service(run, user=request.user)
+    except DjangoValidationError as exc:
+        error = "; ".join(exc.messages)
+    if request.htmx:
+        context = _progress_context(run) | {"can_run": True, "error": error}
+        return render(request, "runs/run_progress.html", context)
+    return redirect("runs:detail", pk=run.pk)
+
+
+@require_POST
+def run_copies_delete(request: HttpRequest, pk: int) -> HttpResponseBase:
+    """Delete the copies an ended run kept (coordinators); a worker deletes them and the page then says so."""
+    refused = _coordinator_or_refuse(request, "delete a run's copies")
+    if refused is not None:
+        return refused
+    run = _run_or_404(request, pk)
+    try:
+        copies_delete_service(run, user=request.user)
+    except DjangoValidationError as exc:
+        flash.error(request, "; ".join(exc.messages))
+    return redirect("runs:detail", pk=run.pk)
+
+
+RUN_COLUMNS = [
+    "id",
+    "activity",
+    "kind",
+    "state",
+    "link",
+    "mode",
+    "concurrency",
+    "file_count",
+    "file_size",
+    "volume",
+    "average_rate",
+    "active_seconds",
+    "files_failed",
+    "duration",
+    "created_by",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "parameters",
+    "message",
+]
+
+
+def run_link(run: Run) -> str:
+    """Where a run moved data, as people say it: "TB-T0 -> TB-T1-A, TB-T1-B", or its probe's target."""
+    parameters = run.parameters if isinstance(run.parameters, dict) else {}
+    if parameters.get("destinations"):
+        return (
+            f"{parameters.get('site') or parameters.get('source')} -> {', '.join(map(str, parameters['destinations']))}"
+        )
+    for name in ("host", "endpoint", "cache_url"):
+        if parameters.get(name):
+            return str(parameters[name])
+    return str(parameters.get("site") or "")
+
+
+def parameters_text(parameters: Any) -> str:
+    """A run's parameters as key=value pairs ("concurrency=10; file_size=1000000; ..."), never a Python repr."""
+    if not isinstance(parameters, dict):
+        return ""
+    return "; ".join(f"{name}={parameter_text(value)}" for name, value in sorted(parameters.items()))
+
+
+def run_row(run: Run) -> dict[str, Any]:
+    """One run as the list and its exports give it (figures from runs_with_figures: bytes, B/s, seconds)."""
+    parameters = run.parameters if isinstance(run.parameters, dict) else {}
+    return {
+        "id": run.pk,
+        "activity": run.activity.name if run.activity else None,
+        "kind": run.kind,
+        "state": run.get_state_display(),
+        "link": run_link(run),
+        "mode": parameters.get("copy_mode") or None,
+        "concurrency": parameters.get("concurrency"),
+        "file_count": parameters.get("file_count"),
+        "file_size": parameters.get("file_size"),
+        **run_figures(run),
+        "created_by": run.created_by.get_username() if run.created_by else None,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "parameters": parameters_text(parameters),
+        "message": run.message,
+    }
+
+
+def challenge_runs_queryset(*, request: HttpRequest, challenge: Challenge) -> QuerySet[Run]:
+    runs_of = runs_visible_to(user=request.user).filter(activity__challenge=challenge)
+    state = request.GET.get("state", "").strip()
+    return runs_of.filter(state=state) if state else runs_of
+
+
+@require_GET
+@read_access
+def challenge_runs(request: HttpRequest, slug: str) -> HttpResponse:
+    """The runs of a challenge's activities, newest first, 50 a page; ?state= filters; CSV/JSON export."""
+    challenge = get_object_or_404(Challenge, slug=slug)
+    queryset = challenge_runs_queryset(request=request, challenge=challenge)
+    if export_requested(request):
+        rows = [run_row(run) for run in runs_with_figures(queryset)]
+        return table_response(request, name=f"{slug}-runs", columns=RUN_COLUMNS, rows=rows)
+    page = Paginator(runs_with_figures(queryset), RUNS_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "challenge": challenge,
+        "page": page,
+        "rows": [(run, run_row(run)) for run in page],
+        "state": request.GET.get("state", ""),
+        "states": RunState.choices,
+        "can_run": user_is_coordinator(user=request.user),
+    }
+    return render(request, "runs/run_list.html", context)
+
+
+class RunForm(forms.Form):
+    """What a coordinator may change for one run; blank fields keep the activity's values."""
+
+    file_count = forms.IntegerField(required=False, min_value=1, help_text="files to move")
+    file_size = forms.IntegerField(required=False, min_value=1, help_text="bytes per file, e.g. 1000000 for 1 MB")
+    concurrency = forms.IntegerField(required=False, min_value=1, help_text="files in flight at once")
+    copy_mode = forms.ChoiceField(
+        required=False,
+        choices=[("", "the activity's"), *[(mode, mode) for mode in TRANSFER_MODES]],
+        label="Copy mode",
+    )
+
+    def __init__(self, *args: Any, activity: Activity, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if activity.kind not in TRANSFER_KINDS:  # a probe takes its own parameters from the plan
+            keep = {"file_size"} if activity.kind == ActivityKind.IO else set()
+            for name in set(self.fields) - keep:
+                del self.fields[name]
+        for name in self.fields:
+            value = getattr(activity, name)
+            if value not in (None, ""):
+                self.fields[name].widget.attrs["placeholder"] = str(value)
+
+    def overrides(self) -> dict[str, Any]:
+        return {name: value for name, value in self.cleaned_data.items() if value not in (None, "")}
+
+
+def activity_run(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
+    """Run an activity now (coordinators), optionally with other file count, size, concurrency or copy mode."""
+    refused = _coordinator_or_refuse(request, "start runs")
+    if refused is not None:
+        return refused
+    activity = get_object_or_404(
+        Activity.objects.select_related("challenge", "experiment", "source"), pk=pk, challenge__slug=slug
+    )
+    form = RunForm(request.POST or None, activity=activity)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = run_start(user=request.user, activity=activity, parameters=form.overrides())
+        except DjangoValidationError as exc:
+            _errors_onto_form(form, exc)
+        else:
+            return redirect("runs:detail", pk=run.pk)
+    context = {
+        "form": form,
+        "activity": activity,
+        "challenge": activity.challenge,
+        "cancel": reverse("challenges:clock", args=[activity.challenge.slug]) + f"#activity-{activity.pk}",
+        "recent": list(runs_visible_to(user=request.user).filter(activity=activity)[:5]),
+    }
+    return render(request, "runs/run_form.html", context)
+
+
+def _errors_onto_form(form: RunForm, exc: DjangoValidationError) -> None:
+    """run_start's messages next to the fields they are about; the rest above the form."""
+    if not hasattr(exc, "error_dict"):
+        form.add_error(None, exc)
+        return
+    for field, messages in exc.message_dict.items():
+        name = field.removeprefix("parameters.")
+        for message in messages:
+            if name in form.fields:
+                form.add_error(name, message)
+            else:
+                form.add_error(None, f"{field}: {message}" if field not in ("__all__", "parameters") else message)

@@ -1,0 +1,107 @@
+"""The testbed's configuration, its sites and the endpoints it offers (plain data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+SYSTEM_PYTHON = "/usr/bin/python3"
+XROOTD_USER = "xrootd"
+# The throttle (`rint`, ms) hands out its bytes per interval. With its default of 1 s, a read that straddles an
+# interval's edge takes two seconds' worth at once: an 8 MB file read at 8-16 MB/s from a 4 MB/s origin (measured).
+# Every 100 ms, 8 MB reads in 2.0 s and 16 MB in 4.1 s.
+ORIGIN_INTERVAL_MS = 100
+NGINX_USER = "www-data"
+
+# Fixed offsets from the base port, so that URLs stay the same from one start to the next when the ports are free.
+PORT_OFFSETS = {
+    "t0.root": 0,
+    "t0.https": 1,
+    "t1a.root": 2,
+    "t1a.https": 3,
+    "t1b.root": 4,
+    "t1b.https": 5,
+    "tape.root": 6,
+    "tape.rest": 7,
+    "tape.control": 8,
+    "webdav.https": 9,
+    "iperf3": 10,
+    "origin.root": 11,
+    "xcache.root": 12,
+}
+
+
+@dataclass(frozen=True)
+class DiskSite:
+    """An XRootD storage site of the testbed."""
+
+    key: str
+    name: str
+    tier: int
+
+
+DISK_SITES = (
+    DiskSite("t0", "TB-T0", 0),
+    DiskSite("t1a", "TB-T1-A", 1),
+    DiskSite("t1b", "TB-T1-B", 1),
+)
+TAPE_SITE = "TB-TAPE"
+WEBDAV_SITE = "TB-WEBDAV"
+ORIGIN_SITE = "TB-ORIGIN"
+CACHE_SITE = "TB-XCACHE"
+EXPERIMENTS = ("ATLAS", "CMS")
+
+
+@dataclass
+class TestbedConfig:
+    """Where the testbed lives and how it behaves. Defaults suit tests: a tape that answers within seconds."""
+
+    __test__ = False
+
+    directory: Path
+    host: str = "127.0.0.1"
+    base_port: int = 21000
+    tape_drives: int = 2
+    tape_drive_rate: float = 200e6
+    tape_mount_time: float = 2.0
+    tape_stage_delay: float = 1.0
+    # Bytes per second the slowed origin serves (XRootD's throttle plugin), so that a cache in front of it pays off.
+    # The throttle hands it out in shares of 100 ms (ORIGIN_INTERVAL_MS): a file of N times the rate takes N seconds.
+    origin_rate: float = 4e6
+    bearer_token: str = "testbed"
+
+    @classmethod
+    def from_settings(cls) -> TestbedConfig:
+        from django.conf import settings
+
+        return cls(
+            directory=Path(settings.TESTBED_DIR),
+            base_port=settings.TESTBED_BASE_PORT,
+            tape_drives=settings.TESTBED_TAPE_DRIVES,
+            tape_drive_rate=settings.TESTBED_TAPE_DRIVE_RATE,
+            tape_mount_time=settings.TESTBED_TAPE_MOUNT_TIME,
+            tape_stage_delay=settings.TESTBED_TAPE_STAGE_DELAY,
+        )
+
+
+@dataclass
+class Endpoint:
+    """One URL of the testbed, with the process that serves it."""
+
+    name: str
+    site: str
+    url: str
+    port: int
+    process: str
+    kind: str = "disk"
+    implementation: str = "XRootD"
+    tpc_modes: list[str] = field(default_factory=list)
+    checksums: bool = True
+
+
+@dataclass
+class EndpointStatus:
+    endpoint: Endpoint
+    running: bool
+    answers: bool

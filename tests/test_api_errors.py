@@ -1,0 +1,129 @@
+"""Inputs the audit sent that answered 500: each now gets a 4xx with the reason, and changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from challenges.models import Challenge
+from results.models import TransferRecord
+from sites.models import Capacity, Experiment, Site
+from sites.roles import membership_grant
+from tests.sites.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def coordinator() -> Any:
+    user = UserFactory(username="coord")
+    membership_grant(user=user, role="coordinator")
+    return user
+
+
+@pytest.fixture
+def api(coordinator: Any) -> APIClient:
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(coordinator)
+    return client
+
+
+@pytest.fixture
+def held() -> dict[str, Any]:
+    """A site and an experiment that a transfer record refers to."""
+    atlas = Experiment.objects.create(name="ATLAS")
+    site = Site.objects.create(name="CNAF", tier=1, country="IT")
+    site.experiments.set([atlas])
+    now = timezone.now()
+    TransferRecord.objects.create(
+        source_site=site, experiment=atlas, bytes=1, start=now, end=now, state="ok", origin="probe", origin_id="h"
+    )
+    return {"site": site, "experiment": atlas}
+
+
+def test_deleting_a_site_that_records_refer_to_is_refused_with_how_many(api: APIClient, held: dict[str, Any]) -> None:
+    response = api.delete(f"/api/v1/sites/{held['site'].pk}/")
+    assert response.status_code == 409
+    assert response.json()["held_by"] == {"transfer records": 1}
+    assert "nothing was deleted" in response.json()["detail"]
+    assert Site.objects.filter(pk=held["site"].pk).exists()
+    assert api.delete(f"/api/v1/experiments/{held['experiment'].pk}/").status_code == 409
+
+
+def test_a_second_capacity_of_a_site_is_a_conflict(api: APIClient, held: dict[str, Any]) -> None:
+    body = {"site": "CNAF", "network_rate": 1e9}
+    assert api.post("/api/v1/capacities/", body, format="json").status_code == 201
+    second = api.post("/api/v1/capacities/", body, format="json")
+    assert second.status_code == 400 and "has a capacity already" in second.json()["site"][0]
+    assert Capacity.objects.count() == 1
+
+
+def test_a_report_body_that_is_not_an_object_is_a_400(api: APIClient, held: dict[str, Any]) -> None:
+    response = api.post("/api/v1/reports/", [1, 2], format="json")
+    assert response.status_code == 400 and "JSON object" in str(response.json())
+
+
+@pytest.mark.parametrize("url", ["/api/v1/challenges/a%00b/", "/api/v1/clock/now/?experiment=%00"])
+def test_a_nul_byte_is_a_400(api: APIClient, url: str) -> None:
+    assert api.get(url).status_code == 400
+
+
+@pytest.mark.parametrize("url", ["/api/v1/challenges/", "/api/v1/challenges/import/", "/api/v1/sites/import/"])
+def test_json_nested_ten_thousand_deep_is_a_400(api: APIClient, url: str) -> None:
+    deep = "[" * 10000 + "]" * 10000
+    response = api.post(url, deep, content_type="application/json")
+    assert response.status_code == 400 and "deep" in str(response.content)
+
+
+@pytest.mark.parametrize("year", [1970, 9999])
+def test_a_challenge_in_1970_or_9999_is_refused_on_its_dates(api: APIClient, year: int) -> None:
+    body = {"name": "y", "slug": "y", "start": f"{year}-01-01T00:00:00Z", "end": f"{year}-02-01T00:00:00Z"}
+    response = api.post("/api/v1/challenges/", body, format="json")
+    assert response.status_code == 400 and f"not {year}" in str(response.json())
+    assert not Challenge.objects.exists()
+
+
+def test_the_sites_page_lists_a_site_without_capacity_whose_name_has_a_slash(coordinator: Any) -> None:
+    Site.objects.create(name="INFN/CNAF", tier=1, country="IT")
+    client = Client(raise_request_exception=False)
+    client.force_login(coordinator)
+    page = client.get("/sites/")
+    assert page.status_code == 200 and "/sites/INFN/CNAF/" in page.content.decode()
+    assert client.get("/sites/INFN/CNAF/").status_code == 200
+
+
+def test_an_fts_file_size_that_is_not_a_whole_number_is_rejected(api: APIClient, held: dict[str, Any]) -> None:
+    message = {
+        "tr_id": "t-1.5",
+        "job_id": "j",
+        "file_id": 1,
+        "vo": "atlas",
+        "src_url": "root://a.example.org//x",
+        "dst_url": "root://b.example.org//x",
+        "tr_timestamp_start": 1700000000000,
+        "tr_timestamp_complete": 1700000001000,
+        "file_size": 1.5,
+        "t_final_transfer_state": "Ok",
+    }
+    body = api.post("/api/v1/ingest/fts/", [message], format="json").json()
+    assert body["accepted"] == 0 and "whole number" in body["rejected"][0]["error"]
+    assert not TransferRecord.objects.filter(origin_id__startswith="t-1.5").exists()
+
+
+def test_guessing_tokens_from_one_address_is_stopped_with_429_and_when_to_come_back(coordinator: Any) -> None:
+    from sites.authentication import TokenFailureThrottle
+    from sites.tokens import token_create
+
+    limit, _ = TokenFailureThrottle().parse_rate(TokenFailureThrottle().get_rate())
+    client = APIClient()
+    answers = [
+        client.get("/api/v1/sites/", HTTP_AUTHORIZATION=f"Token guess-{n}").status_code for n in range(limit + 1)
+    ]
+    assert answers[:limit] == [401] * limit and answers[-1] == 429
+    _, key = token_create(user=coordinator)
+    refused = client.get("/api/v1/sites/", HTTP_AUTHORIZATION=f"Token {key}")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0  # even a good key, until the minute passes
