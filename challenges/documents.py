@@ -99,6 +99,7 @@ class ActivityEntry:
     concurrency: int | None = None
     copy_mode: str = ""
     auto_run: bool = False
+    ddm_activities: list[str] = field(default_factory=list)
     targets: list[TargetEntry] = field(default_factory=list)
 
 
@@ -413,6 +414,7 @@ class _Validator:
             experiment=experiment,
             source=source,
             serving=self._serving,
+            ddm_activities=mapping.get("ddm_activities"),
         ):
             self.add(f"{place}.{key}", problem)
         integers = {
@@ -438,6 +440,7 @@ class _Validator:
             source=source,
             copy_mode=copy_mode,
             auto_run=bool(auto_run),
+            ddm_activities=list(mapping.get("ddm_activities") or []),
             targets=targets,
             **integers,
         )

@@ -90,7 +90,13 @@ class ActivityForm(_ProblemsMixin, forms.ModelForm):
             "end": UtcDateTimeInput(),
             "mode": forms.TextInput({"list": "known-modes"}),
         }
-        help_texts = {"start": "UTC", "end": "UTC", "file_size": "bytes"}
+        help_texts = {
+            "start": "UTC",
+            "end": "UTC",
+            "file_size": "bytes",
+            "ddm_activities": "FTS / Rucio activity names, comma-separated (e.g. T0 Export, Data Challenge); "
+            "empty: the ingested transfers of any activity name count",
+        }
 
     known_modes = KNOWN_MODES
 
@@ -113,6 +119,7 @@ class ActivityForm(_ProblemsMixin, forms.ModelForm):
                 experiment=cleaned.get("experiment"),
                 source=cleaned.get("source"),
                 serving=validation.serving_index(),
+                ddm_activities=cleaned.get("ddm_activities"),
             )
         )
         name = cleaned.get("name")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 
@@ -60,7 +61,12 @@ ACTIVITY_PLAN_FIELDS = (
     "concurrency",
     "copy_mode",
     "auto_run",
+    "ddm_activities",
 )
+
+# The longest DDM activity name the plan takes (FTS and Rucio activity names are short: "T0 Export", "Data Challenge").
+DDM_ACTIVITY_LENGTH = 64
+DDM_ACTIVITIES_MAX = 20
 
 
 class ActivityQuerySet(models.QuerySet["Activity"]):
@@ -88,6 +94,12 @@ class Activity(models.Model):
     concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="files in flight, e.g. 10, 40, 100")
     copy_mode = models.CharField(max_length=8, choices=CopyMode.choices, blank=True)
     auto_run = models.BooleanField(default=False, help_text="start a run when the window opens")
+    ddm_activities = ArrayField(
+        models.CharField(max_length=DDM_ACTIVITY_LENGTH),
+        default=list,
+        blank=True,
+        help_text='the FTS / Rucio activity names whose transfers count for it (e.g. "T0 Export"); empty: any',
+    )
 
     objects = ActivityQuerySet.as_manager()
 

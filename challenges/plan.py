@@ -15,6 +15,7 @@ from sites.services import RowCounts
 from . import validation
 from .documents import ActivityEntry, ParsedPlan, TargetEntry, plan_document_validate
 from .models import ACTIVITY_PLAN_FIELDS, Activity, Challenge, Target
+from .signals import plan_changed
 
 CHALLENGE_FIELDS = ("name", "start", "end", "max_window", "stable_window", "description", "compare_with")
 ACTIVITY_FIELDS = ACTIVITY_PLAN_FIELDS
@@ -58,11 +59,16 @@ def plan_import(*, document: dict[str, Any]) -> PlanImportSummary:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PLAN_IMPORT_LOCK])
     parsed = plan_document_validate(document=document)
     summary = PlanImportSummary()
+    before = list(
+        Activity.objects.filter(challenge__slug=parsed.slug).only("pk", "experiment_id", "start", "end").order_by()
+    )
     challenge = _challenge_upsert(parsed=parsed, counts=summary.challenge)
     activities = _activities_upsert(
         challenge=challenge, entries=parsed.activities, counts=summary.activities, target_counts=summary.targets
     )
     _targets_upsert(entries=parsed.activities, activities=activities, counts=summary.targets)
+    # Bulk writes send no save signals: tell the apps above (results re-attributes the records these may claim).
+    plan_changed.send(sender=Activity, activities=[*before, *activities.values()])
     return summary
 
 
@@ -121,6 +127,8 @@ def _activity_export(activity: Activity) -> dict[str, Any]:
     if activity.copy_mode:
         document["copy_mode"] = activity.copy_mode
     document["auto_run"] = activity.auto_run
+    if activity.ddm_activities:
+        document["ddm_activities"] = list(activity.ddm_activities)
     document["targets"] = [_target_export(target) for target in activity.targets.all()]
     return document
 

@@ -32,6 +32,7 @@ def activity_check(*, activity: Activity) -> None:
             experiment=activity.experiment,
             source=activity.source,
             serving=validation.serving_index(),
+            ddm_activities=activity.ddm_activities,
         )
     )
 

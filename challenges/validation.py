@@ -13,6 +13,8 @@ from typing import Any
 from common.problems import Problem
 from sites.models import Experiment, Site
 
+from .models import DDM_ACTIVITIES_MAX, DDM_ACTIVITY_LENGTH
+
 # A target's rate may differ from nominal x factors by this fraction (the plans round: 0.0967e9 x 3 ~ 0.29e9).
 DERIVATION_TOLERANCE = 0.01
 
@@ -62,15 +64,41 @@ def activity_problems(
     experiment: Experiment | None,
     source: Site | None,
     serving: Mapping[int, set[int]],
+    ddm_activities: Any = (),
 ) -> list[Problem]:
-    """End after start, inside the challenge, and a source site that serves the experiment."""
+    """End after start, inside the challenge, a source site that serves the experiment, and DDM activity names
+    that can be matched."""
     problems = window_problems(start=start, end=end)
+    problems.extend(("ddm_activities", problem) for problem in ddm_activities_problems(ddm_activities))
     if start is not None and start < challenge_start:
         problems.append(("start", f"before the challenge starts ({challenge_start:%Y-%m-%d %H:%M} UTC)"))
     if end is not None and end > challenge_end:
         problems.append(("end", f"after the challenge ends ({challenge_end:%Y-%m-%d %H:%M} UTC)"))
     if source is not None and experiment is not None and experiment.pk not in serving.get(source.pk, set()):
         problems.append(("source", f"{source.name} does not serve {experiment.name}"))
+    return problems
+
+
+def ddm_activities_problems(names: Any) -> list[str]:
+    """The FTS / Rucio activity names an activity's ingested transfers must carry: a list of up to
+    DDM_ACTIVITIES_MAX distinct (ignoring case) non-blank names without spaces at either end; empty means any."""
+    if names is None:
+        return []
+    if not isinstance(names, list | tuple):
+        return [f"must be a list of DDM activity names, not {type(names).__name__}"]
+    if len(names) > DDM_ACTIVITIES_MAX:
+        return [f"at most {DDM_ACTIVITIES_MAX} DDM activity names, not {len(names)}"]
+    problems: list[str] = []
+    seen: set[str] = set()
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            problems.append(f"a DDM activity name is a non-empty string, not {name!r}")
+        elif name != name.strip() or len(name) > DDM_ACTIVITY_LENGTH or "\x00" in name:
+            problems.append(f"{name[:80]!r}: no spaces at the ends, no NUL, at most {DDM_ACTIVITY_LENGTH} characters")
+        elif name.lower() in seen:
+            problems.append(f"{name!r} is given twice (names are matched ignoring case)")
+        else:
+            seen.add(name.lower())
     return problems
 
 

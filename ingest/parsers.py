@@ -43,6 +43,7 @@ FTS, RUCIO, PERFSONAR = Origin.FTS.value, Origin.RUCIO.value, Origin.PERFSONAR.v
 ORIGIN_ID_LENGTH = 128  # TransferRecord.origin_id
 TRANSFER_KEY_LENGTH = 200  # TransferRecord.transfer_key
 HOST_LENGTH = 255  # TransferRecord.source_host, destination_host
+DDM_ACTIVITY_LENGTH = 64  # TransferRecord.ddm_activity
 BYTES_MAX = 2**63 - 1  # TransferRecord.bytes, a bigint
 # A record's bytes are spread over every minute of [start, end) in the rollups: times decades apart (a zero or a
 # garbled timestamp) would make millions of rollup rows out of one message. No file transfer lasts a week.
@@ -407,6 +408,7 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
     if "\x00" in error_message:
         error_message = error_message.replace("\x00", "")
     _duration_check((end - start).total_seconds())
+    ddm_activity = _ddm_activity(item.get("activity") or metadata.get("activity"), "activity")
     return RecordRow(
         experiment_id=experiment,
         source_site_id=source_site,
@@ -425,7 +427,20 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
         transfer_key=transfer_key,
         source_host=source_host,
         destination_host=destination_host,
+        ddm_activity=ddm_activity,
     )
+
+
+def _ddm_activity(value: Any, name: str) -> str:
+    """The DDM activity name a transfer was made for ("T0 Export"), which decides the plan activity it counts for;
+    "" when none is given. Not a string, or a NUL in it: an error of the item; longer than the column: cut."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise ItemError(f"{name}: not a string: {value!r}")
+    if "\x00" in value:
+        raise ItemError(f"{name}: contains a NUL character")
+    return value.strip()[:DDM_ACTIVITY_LENGTH]
 
 
 # --- Rucio ---------------------------------------------------------------------------------------------------
@@ -507,6 +522,7 @@ def parse_rucio(item: Mapping[str, Any], registry: Registry, *, default_experime
         "origin": RUCIO,
         "origin_id": _origin_id(request_id),
         "transfer_key": _transfer_key(request_id, transfer_id) if transfer_id else "",
+        "ddm_activity": _ddm_activity(payload.get("activity"), "payload.activity"),
     }
     _matched(values, "source", registry.storage(source_url, payload.get("src-rse")))
     _matched(values, "destination", registry.storage(destination_url, payload.get("dst-rse")))

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from django.db import connection, transaction
 
+from results.attribution import records_attribute_moved
 from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.rows import RecordRow
 from results.services import RECORDS_LOCK, record_rows_store
@@ -218,6 +219,7 @@ def records_attach(*, registry: Registry | None = None) -> AttachSummary:
             FROM attach_move AS m WHERE r.id = m.id
             """
         )
+        records_attribute_moved(table_of_ids="attach_move")  # on their new sites they may count for an activity
         rollup_add_sql(records=_MOVED, sign=1)
     return AttachSummary(records=len(moves), hosts=sorted(attached_hosts))
 

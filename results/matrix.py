@@ -94,7 +94,7 @@ class Matrix:
         return max((cell.average_rate for cell in self.cells), default=0.0)
 
 
-MATRIX_CACHE_PREFIX = "results:matrix:v1:"
+MATRIX_CACHE_PREFIX = "results:matrix:v2:"
 
 
 def _rollup_groups(*, challenge: Challenge, experiment_ids: Collection[int] | None) -> list[dict[str, Any]]:

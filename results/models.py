@@ -51,6 +51,21 @@ class TransferRecord(models.Model):
         "runs.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records", db_index=False
     )
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try of this file in its run")
+    # The activity the record counts for (results.attribution decides; NULL: none). No database constraint and no
+    # cascade: when an activity goes, re-attribution takes its records' contributions out of the rollups under the
+    # activity id they were added with, then gives the records their new activity.
+    activity = models.ForeignKey(
+        "challenges.Activity",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
+    ddm_activity = models.CharField(
+        max_length=64, blank=True, help_text='the FTS / Rucio activity name ("T0 Export", "Data Challenge")'
+    )
 
     class Meta:
         ordering = ["start", "id"]
@@ -72,6 +87,7 @@ class TransferRecord(models.Model):
             models.Index(fields=["experiment", "start"]),
             models.Index(fields=["source_site", "destination_site", "end"]),
             models.Index(fields=["run", "state"], condition=Q(run__isnull=False), name="record_run_state"),
+            models.Index(fields=["activity"], condition=Q(activity__isnull=False), name="record_activity"),
             # Records whose hosts matched no site, found again when a coordinator registers the endpoint.
             models.Index(fields=["source_host"], condition=Q(source_site__isnull=True), name="record_unmatched_src"),
             models.Index(
@@ -84,10 +100,11 @@ class TransferRecord(models.Model):
 
 
 class RateKeyCounts(models.Model):
-    """The key and the counts that RateRollup and RateRollupHour share: experiment, sites, mode and concurrency;
-    bytes moved and files ended."""
+    """The key and the counts that RateRollup and RateRollupHour share: experiment, activity, sites, mode and
+    concurrency; bytes moved and files ended."""
 
     experiment_id = models.BigIntegerField(null=True)
+    activity_id = models.BigIntegerField(null=True, help_text="the activity the records count for; NULL: none")
     source_site_id = models.BigIntegerField(null=True)
     destination_site_id = models.BigIntegerField(null=True)
     mode = models.CharField(max_length=16, blank=True)
@@ -110,7 +127,15 @@ class RateRollup(RateKeyCounts):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["minute", "experiment_id", "source_site_id", "destination_site_id", "mode", "concurrency"],
+                fields=[
+                    "minute",
+                    "experiment_id",
+                    "activity_id",
+                    "source_site_id",
+                    "destination_site_id",
+                    "mode",
+                    "concurrency",
+                ],
                 name="rollup_unique_key",
                 nulls_distinct=False,
             ),
@@ -156,7 +181,15 @@ class RateRollupHour(RateKeyCounts):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["hour", "experiment_id", "source_site_id", "destination_site_id", "mode", "concurrency"],
+                fields=[
+                    "hour",
+                    "experiment_id",
+                    "activity_id",
+                    "source_site_id",
+                    "destination_site_id",
+                    "mode",
+                    "concurrency",
+                ],
                 name="rollup_hour_unique_key",
                 nulls_distinct=False,
             ),
@@ -179,6 +212,7 @@ class FlowRollup(models.Model):
 
     hour = models.DateTimeField()
     experiment_id = models.BigIntegerField()
+    activity_id = models.BigIntegerField(default=0, help_text="the activity the records count for; 0: none")
     flow = models.CharField(max_length=4)
     site_id = models.BigIntegerField()
     peer_id = models.BigIntegerField(default=0, help_text="the destination of a link; 0 otherwise")
@@ -191,7 +225,8 @@ class FlowRollup(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["experiment_id", "flow", "site_id", "peer_id", "hour"], name="flow_rollup_unique_hour"
+                fields=["activity_id", "flow", "site_id", "peer_id", "hour", "experiment_id"],
+                name="flow_rollup_unique_hour",
             ),
         ]
 

@@ -3,8 +3,9 @@
 Definitions (also written on the results page):
 - A successful transfer's bytes are spread uniformly over its real [start, end); failed and cancelled transfers
   add no bytes.
-- For a target of an activity with window [A, B): the records of the activity's experiment into the site
-  (direction in), out of it (out), or over the link; only the part of each transfer inside [A, B) counts.
+- For a target of an activity with window [A, B): the records that count for the activity (results.attribution:
+  its runs', and the ingested transfers its rules give it) into the site (direction in), out of it (out), or over
+  the link; only the part of each transfer inside [A, B) counts.
 - average rate = bytes inside [A, B) / (B - A).
 - max rate = the highest mean rate over any window of `max_window` seconds that lies inside [A, B) and starts on
   a minute boundary (the whole activity if it is shorter).
@@ -101,9 +102,8 @@ class TargetRates:
 
 
 def _flow_filter(target: Target, prefix: str = "") -> Q:
-    """Records (or rollup rows) of the target's experiment through its site or link."""
-    activity = target.activity
-    condition = Q(**{f"{prefix}experiment_id": activity.experiment_id})
+    """Records (or rollup rows) that count for the target's activity, through its site or link."""
+    condition = Q(**{f"{prefix}activity_id": target.activity_id})
     if target.is_link:
         return condition & Q(
             **{f"{prefix}source_site_id": target.link_from_id, f"{prefix}destination_site_id": target.link_to_id}
@@ -150,9 +150,9 @@ def _edge(
 # come back in binary: the arrays hold tens of thousands of floats, and text would cost more than the scan.
 FLOW_HOURS_READ = """
 SELECT f.leads, f.bytes, f.files_ok, f.files_failed
-FROM unnest(%(experiment)s::bigint[], %(flow)s::text[], %(site)s::bigint[], %(peer)s::bigint[],
+FROM unnest(%(activity)s::bigint[], %(flow)s::text[], %(site)s::bigint[], %(peer)s::bigint[],
             %(first)s::timestamptz[], %(last)s::timestamptz[], %(minutes)s::int[])
-     WITH ORDINALITY AS t(experiment_id, flow, site_id, peer_id, first, last, minutes, position)
+     WITH ORDINALITY AS t(activity_id, flow, site_id, peer_id, first, last, minutes, position)
 CROSS JOIN LATERAL (
     SELECT array_agg(s.lead) AS leads, array_agg(s.bytes) AS bytes, coalesce(sum(s.ok), 0)::bigint AS files_ok,
            coalesce(sum(s.failed), 0)::bigint AS files_failed
@@ -169,7 +169,7 @@ CROSS JOIN LATERAL (
         CROSS JOIN LATERAL (
             SELECT ((date_part('epoch', r.hour) - date_part('epoch', t.first)) / 60)::int AS lead
         ) AS l
-        WHERE r.experiment_id = t.experiment_id AND r.flow = t.flow AND r.site_id = t.site_id
+        WHERE r.activity_id = t.activity_id AND r.flow = t.flow AND r.site_id = t.site_id
           AND r.peer_id = t.peer_id AND r.hour > t.first - interval '1 hour' AND r.hour < t.last
         ORDER BY r.hour
     ) AS s
@@ -182,10 +182,10 @@ FlowKey = tuple[int, str, int, int]
 
 
 def _flow(target: Target) -> FlowKey:
-    """The FlowRollup key of a target: (experiment, flow, site, peer)."""
+    """The FlowRollup key of a target: (activity, flow, site, peer)."""
     if target.is_link:
-        return (target.activity.experiment_id, "link", target.link_from_id, target.link_to_id)  # type: ignore[return-value]
-    return (target.activity.experiment_id, target.direction, target.site_id, 0)  # type: ignore[return-value]
+        return (target.activity_id, "link", target.link_from_id, target.link_to_id)  # type: ignore[return-value]
+    return (target.activity_id, target.direction, target.site_id, 0)  # type: ignore[return-value]
 
 
 def _full_minutes(start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -227,7 +227,7 @@ def flow_minutes(
     keys = [_flow(target) for target in targets]
     counts = [int((last - first) / MINUTE) for first, last in spans]
     params: dict[str, list[Any]] = {
-        "experiment": [key[0] for key in keys],
+        "activity": [key[0] for key in keys],
         "flow": [key[1] for key in keys],
         "site": [key[2] for key in keys],
         "peer": [key[3] for key in keys],
@@ -334,7 +334,7 @@ def _window_width(window: int) -> int:
 # never written through a writer) are not cached. The target rate and names are not cached: verdicts and rows are
 # made from the target as it is now.
 
-RATES_CACHE_PREFIX = "results:rates:v1:"
+RATES_CACHE_PREFIX = "results:rates:v2:"
 # Keys of older versions are never read again and only wait to expire: while records stream in, every read after a
 # write adds a key per target, so they must not live long. A quiet challenge recomputes once an hour.
 RATES_CACHE_SECONDS = 3600
@@ -355,10 +355,11 @@ def rollup_versions(*, experiment_ids: Iterable[int]) -> dict[int, Version]:
 
 def rates_cache_key(*, target: Target, max_window: int, stable_window: int, version: Version) -> str:
     """The cache key of a target's computed numbers: everything they depend on."""
-    experiment, flow, site, peer = _flow(target)
+    activity_id, flow, site, peer = _flow(target)
     activity = target.activity
     parts = (
-        experiment,
+        activity.experiment_id,
+        activity_id,
         flow,
         site,
         peer,

@@ -11,6 +11,10 @@ from typing import Any
 
 from django.db import connection, transaction
 
+# Writers of records take it shared; whoever moves stored records between sites or activities
+# (ingest.services.records_attach, results.attribution) takes it exclusive, so that no batch is stored meanwhile.
+RECORDS_LOCK = 0x7265
+
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 
@@ -47,11 +51,12 @@ def rollup_versions_bump(experiment_ids: Iterable[int | None]) -> None:
 # temporary table that the rollups are then updated from. {records} is a SELECT of the records' columns.
 DELTAS_CREATE = """
 CREATE TEMP TABLE rollup_delta ON COMMIT DROP AS
-SELECT minute, experiment_id, source_site_id, destination_site_id, mode, concurrency,
+SELECT minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency,
        %(sign)s * sum(bytes) AS bytes, %(sign)s * sum(files_ok) AS files_ok,
        %(sign)s * sum(files_failed) AS files_failed
 FROM (
-    SELECT m AS minute, r.experiment_id, r.source_site_id, r.destination_site_id, r.mode, r.concurrency,
+    SELECT m AS minute, r.experiment_id, r.activity_id, r.source_site_id, r.destination_site_id, r.mode,
+           r.concurrency,
            CASE WHEN r."end" <= r.start THEN r.bytes::float8
                 ELSE r.bytes * extract(epoch FROM least(r."end", m + interval '1 minute') - greatest(r.start, m))
                      / extract(epoch FROM r."end" - r.start) END AS bytes,
@@ -63,20 +68,21 @@ FROM (
                          interval '1 minute') AS m
     WHERE r.state = 'ok'
     UNION ALL
-    SELECT date_trunc('minute', r."end"), r.experiment_id, r.source_site_id, r.destination_site_id, r.mode,
-           r.concurrency, 0, (r.state = 'ok')::int, (r.state = 'failed')::int
+    SELECT date_trunc('minute', r."end"), r.experiment_id, r.activity_id, r.source_site_id, r.destination_site_id,
+           r.mode, r.concurrency, 0, (r.state = 'ok')::int, (r.state = 'failed')::int
     FROM ({records}) AS r
     WHERE r.state IN ('ok', 'failed')
 ) AS parts
-GROUP BY minute, experiment_id, source_site_id, destination_site_id, mode, concurrency
+GROUP BY minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency
 """
 
 # Adding: upserts in one order of the keys, so that concurrent writers take row locks in the same order.
 DELTAS_ADD = """
 INSERT INTO results_raterollup
-    (minute, experiment_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok, files_failed)
+    (minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok,
+     files_failed)
 SELECT * FROM rollup_delta
-ORDER BY minute, experiment_id, source_site_id, destination_site_id, mode, concurrency
+ORDER BY minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency
 ON CONFLICT ON CONSTRAINT rollup_unique_key DO UPDATE SET
     bytes = results_raterollup.bytes + EXCLUDED.bytes,
     files_ok = results_raterollup.files_ok + EXCLUDED.files_ok,
@@ -86,27 +92,28 @@ ON CONFLICT ON CONSTRAINT rollup_unique_key DO UPDATE SET
 # Per flow and minute: the traffic into a site, out of it and over a link. {minutes} is a SELECT of RateRollup's
 # columns (the deltas, or the rollup itself for a rebuild).
 FLOW_MINUTES = """
-SELECT experiment_id, flow, site_id, peer_id, minute, sum(bytes) AS bytes, sum(files_ok)::int AS files_ok,
+SELECT experiment_id, activity_id, flow, site_id, peer_id, minute, sum(bytes) AS bytes, sum(files_ok)::int AS files_ok,
        sum(files_failed)::int AS files_failed
 FROM (
-    SELECT experiment_id, 'in' AS flow, destination_site_id AS site_id, 0 AS peer_id, minute, bytes, files_ok,
-           files_failed
+    SELECT experiment_id, coalesce(activity_id, 0) AS activity_id, 'in' AS flow, destination_site_id AS site_id,
+           0 AS peer_id, minute, bytes, files_ok, files_failed
     FROM ({minutes}) AS m WHERE destination_site_id IS NOT NULL
     UNION ALL
-    SELECT experiment_id, 'out', source_site_id, 0, minute, bytes, files_ok, files_failed
+    SELECT experiment_id, coalesce(activity_id, 0), 'out', source_site_id, 0, minute, bytes, files_ok, files_failed
     FROM ({minutes}) AS m WHERE source_site_id IS NOT NULL
     UNION ALL
-    SELECT experiment_id, 'link', source_site_id, destination_site_id, minute, bytes, files_ok, files_failed
+    SELECT experiment_id, coalesce(activity_id, 0), 'link', source_site_id, destination_site_id, minute, bytes,
+           files_ok, files_failed
     FROM ({minutes}) AS m WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL
 ) AS flows
 WHERE experiment_id IS NOT NULL
-GROUP BY experiment_id, flow, site_id, peer_id, minute
+GROUP BY experiment_id, activity_id, flow, site_id, peer_id, minute
 """
 
 # ... gathered per flow and hour into FlowRollup's arrays of 60 minutes (results_minute_array, migration 0007, puts
 # each minute's value at its place and 0 in the others). Hours are cut in UTC whatever the session's time zone.
 FLOW_HOURS = f"""
-SELECT experiment_id, flow, site_id, peer_id, hour,
+SELECT experiment_id, activity_id, flow, site_id, peer_id, hour,
        results_minute_array(array_agg(at_minute), array_agg(bytes)) AS bytes,
        results_minute_array(array_agg(at_minute), array_agg(files_ok)) AS files_ok,
        results_minute_array(array_agg(at_minute), array_agg(files_failed)) AS files_failed,
@@ -117,18 +124,19 @@ FROM (
                AS at_minute
     FROM ({FLOW_MINUTES}) AS per_minute
 ) AS per_hour
-GROUP BY experiment_id, flow, site_id, peer_id, hour
+GROUP BY experiment_id, activity_id, flow, site_id, peer_id, hour
 """
 
 _FLOW_COLUMNS = (
-    "experiment_id, flow, site_id, peer_id, hour, bytes, files_ok, files_failed, hour_files_ok, hour_files_failed"
+    "experiment_id, activity_id, flow, site_id, peer_id, hour, bytes, files_ok, files_failed, hour_files_ok, "
+    "hour_files_failed"
 )
 
 FLOW_DELTAS_ADD = f"""
 INSERT INTO results_flowrollup ({_FLOW_COLUMNS})
 SELECT * FROM ({FLOW_HOURS.format(minutes="SELECT * FROM rollup_delta")}) AS deltas
-ORDER BY experiment_id, flow, site_id, peer_id, hour
-ON CONFLICT (experiment_id, flow, site_id, peer_id, hour) DO UPDATE SET
+ORDER BY activity_id, flow, site_id, peer_id, hour, experiment_id
+ON CONFLICT (activity_id, flow, site_id, peer_id, hour, experiment_id) DO UPDATE SET
     bytes = results_array_add(results_flowrollup.bytes, EXCLUDED.bytes),
     files_ok = results_array_add(results_flowrollup.files_ok, EXCLUDED.files_ok),
     files_failed = results_array_add(results_flowrollup.files_failed, EXCLUDED.files_failed),
@@ -138,20 +146,21 @@ ON CONFLICT (experiment_id, flow, site_id, peer_id, hour) DO UPDATE SET
 
 # The hourly sums of RateRollup, for the matrix.
 RATE_HOURS = """
-SELECT date_trunc('hour', minute, 'UTC') AS hour, experiment_id, source_site_id, destination_site_id, mode,
-       concurrency, sum(bytes) AS bytes, sum(files_ok) AS files_ok, sum(files_failed) AS files_failed
+SELECT date_trunc('hour', minute, 'UTC') AS hour, experiment_id, activity_id, source_site_id, destination_site_id,
+       mode, concurrency, sum(bytes) AS bytes, sum(files_ok) AS files_ok, sum(files_failed) AS files_failed
 FROM ({minutes}) AS per_minute
-GROUP BY 1, 2, 3, 4, 5, 6
+GROUP BY 1, 2, 3, 4, 5, 6, 7
 """
 
 _RATE_HOUR_COLUMNS = (
-    "hour, experiment_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok, files_failed"
+    "hour, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok, "
+    "files_failed"
 )
 
 RATE_HOURS_ADD = f"""
 INSERT INTO results_raterolluphour ({_RATE_HOUR_COLUMNS})
 SELECT * FROM ({RATE_HOURS.format(minutes="SELECT * FROM rollup_delta")}) AS deltas
-ORDER BY hour, experiment_id, source_site_id, destination_site_id, mode, concurrency
+ORDER BY hour, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency
 ON CONFLICT ON CONSTRAINT rollup_hour_unique_key DO UPDATE SET
     bytes = results_raterolluphour.bytes + EXCLUDED.bytes,
     files_ok = results_raterolluphour.files_ok + EXCLUDED.files_ok,
@@ -161,6 +170,7 @@ ON CONFLICT ON CONSTRAINT rollup_hour_unique_key DO UPDATE SET
 # Taking out: the rows exist (the records were added before), and an upsert would check its proposed row of
 # negative counts against the counts' CHECK (>= 0) before it found the conflict, so these are UPDATEs.
 _SAME_RATE_KEY = """r.experiment_id IS NOT DISTINCT FROM d.experiment_id
+  AND r.activity_id IS NOT DISTINCT FROM d.activity_id
   AND r.source_site_id IS NOT DISTINCT FROM d.source_site_id
   AND r.destination_site_id IS NOT DISTINCT FROM d.destination_site_id
   AND r.mode = d.mode AND r.concurrency IS NOT DISTINCT FROM d.concurrency"""
@@ -185,11 +195,13 @@ SET bytes = results_array_add(r.bytes, d.bytes), files_ok = results_array_add(r.
     files_failed = results_array_add(r.files_failed, d.files_failed),
     hour_files_ok = r.hour_files_ok + d.hour_files_ok, hour_files_failed = r.hour_files_failed + d.hour_files_failed
 FROM ({FLOW_HOURS.format(minutes="SELECT * FROM rollup_delta")}) AS d
-WHERE (r.experiment_id, r.flow, r.site_id, r.peer_id, r.hour) = (d.experiment_id, d.flow, d.site_id, d.peer_id,
-                                                                 d.hour)
+WHERE (r.activity_id, r.flow, r.site_id, r.peer_id, r.hour, r.experiment_id)
+    = (d.activity_id, d.flow, d.site_id, d.peer_id, d.hour, d.experiment_id)
 """
 
-ROLLUP_COLUMNS = 'experiment_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes'
+ROLLUP_COLUMNS = (
+    'experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes'
+)
 
 
 def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -> int:
@@ -215,12 +227,14 @@ def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -
 
 REBUILD = """
 INSERT INTO results_raterollup
-    (minute, experiment_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok, files_failed)
-SELECT minute, experiment_id, source_site_id, destination_site_id, mode, concurrency,
+    (minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, bytes, files_ok,
+     files_failed)
+SELECT minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency,
        sum(bytes), sum(files_ok), sum(files_failed)
 FROM (
     -- bytes of successful transfers, spread over the minutes of [start, end)
-    SELECT m AS minute, r.experiment_id, r.source_site_id, r.destination_site_id, r.mode, r.concurrency,
+    SELECT m AS minute, r.experiment_id, r.activity_id, r.source_site_id, r.destination_site_id, r.mode,
+           r.concurrency,
            CASE WHEN r."end" <= r.start THEN r.bytes::float8
                 ELSE r.bytes * extract(epoch FROM least(r."end", m + interval '1 minute') - greatest(r.start, m))
                      / extract(epoch FROM r."end" - r.start) END AS bytes,
@@ -233,12 +247,12 @@ FROM (
     WHERE r.state = 'ok'
     UNION ALL
     -- files, in the minute they ended
-    SELECT date_trunc('minute', r."end"), r.experiment_id, r.source_site_id, r.destination_site_id, r.mode,
-           r.concurrency, 0, (r.state = 'ok')::int, (r.state = 'failed')::int
+    SELECT date_trunc('minute', r."end"), r.experiment_id, r.activity_id, r.source_site_id, r.destination_site_id,
+           r.mode, r.concurrency, 0, (r.state = 'ok')::int, (r.state = 'failed')::int
     FROM results_transferrecord r
     WHERE r.state IN ('ok', 'failed')
 ) AS parts
-GROUP BY minute, experiment_id, source_site_id, destination_site_id, mode, concurrency
+GROUP BY minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency
 """
 
 

@@ -36,3 +36,5 @@ class RecordRow(NamedTuple):
     destination_host: str = ""
     run_id: int | None = None
     attempt: int = 1
+    activity_id: int | None = None
+    ddm_activity: str = ""

@@ -21,10 +21,11 @@ from django.db import OperationalError, connection, transaction
 
 from sites.selectors import endpoint_for_url
 
+from .attribution import batch_attribute_sql
 from .choices import Origin
 from .failures import failure_categorize_records, failure_categorize_rows
 from .models import TransferRecord
-from .rollups import ROLLUP_COLUMNS, rollup_add_sql
+from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
 from .rows import RecordRow
 
 
@@ -45,10 +46,6 @@ def url_host(url: str) -> str:
     end = url.find("/", start + 2)
     return _authority_host(url if end < 0 else url[:end])
 
-
-# Writers of records take it shared; whoever re-matches stored records (ingest.services.records_attach) takes it
-# exclusive, so that no batch is stored while records move between sites.
-RECORDS_LOCK = 0x7265
 
 # Every stored column but the id, in the model's order (RecordRow's).
 _RECORD_FIELDS = [field for field in TransferRecord._meta.concrete_fields if not field.primary_key]
@@ -99,6 +96,7 @@ class ProbeOutcome(Protocol):
 def probe_record_new(
     *,
     run_id: int,
+    activity_id: int | None,
     experiment_id: int | None,
     outcome: ProbeOutcome,
     state: str,
@@ -107,8 +105,8 @@ def probe_record_new(
     attempt: int,
 ) -> TransferRecord:
     """The transfer record of one file a portal run moved (or failed to): its endpoints and sites matched from the
-    URLs, its bytes counted only when it succeeded, over its real start and end. Not stored: give it to
-    records_store."""
+    URLs, its bytes counted only when it succeeded, over its real start and end, for the run's activity (None: an
+    ad hoc run, which counts for no activity). Not stored: give it to records_store."""
     source = endpoint_for_url(outcome.source_url)
     destination = endpoint_for_url(outcome.destination_url)
     return TransferRecord(
@@ -130,6 +128,7 @@ def probe_record_new(
         origin_id=origin_id,
         run_id=run_id,
         attempt=attempt,
+        activity_id=activity_id,
     )
 
 
@@ -187,6 +186,7 @@ def _rows_store(rows: Sequence[tuple[object, ...]]) -> int:
             copy.set_types(_copy_types())
             for index, row in enumerate(rows):
                 copy.write_row((index, *row))
+        batch_attribute_sql()
         # The foreign keys are checked as the rows go in, not at commit: the commit then holds the rollup rows
         # (which concurrent writers may wait for) for no longer than it takes. Django's are all deferrable and
         # initially deferred, which is what ALL DEFERRED restores.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 from django.db import transaction
 
 from challenges.models import Challenge
 
+from .attribution import Scope, records_reattribute
 from .failures import failures_recategorize
 
 
@@ -29,3 +32,10 @@ def failures_recategorize_on_commit(*, challenge: Challenge | None = None) -> No
     categorised with the new rules as they arrive."""
     challenge_id = None if challenge is None else challenge.pk
     transaction.on_commit(lambda: failures_recategorize_task.delay(challenge_id))
+
+
+@shared_task(name="results.records_reattribute")
+def records_reattribute_task(scope: dict[str, Any]) -> int:
+    """Apply the attribution rules again to the records a change of the plan may concern (results.signals sends
+    it on commit); progress in results.attribution.attribution_status(). Returns the records that changed."""
+    return records_reattribute(scope=Scope.from_json(scope))

@@ -48,6 +48,7 @@ def file_record_new(file: RunFile, outcome: FileOutcome, state: str, concurrency
     run = file.run
     return probe_record_new(
         run_id=run.pk,
+        activity_id=run.activity_id,
         experiment_id=run_experiment_id(run),
         outcome=outcome,
         state=state,

@@ -53,6 +53,7 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
         records = [
             probe_record_new(
                 run_id=run.pk,
+                activity_id=run.activity_id,
                 experiment_id=experiment_id,
                 outcome=outcome,
                 state=RecordState.OK if outcome.ok else RecordState.FAILED,

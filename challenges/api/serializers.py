@@ -85,7 +85,8 @@ class ActivitySerializer(serializers.ModelSerializer[Activity]):
             {}
             if self.instance is None
             else {
-                field: getattr(self.instance, field) for field in ("challenge", "experiment", "start", "end", "source")
+                field: getattr(self.instance, field)
+                for field in ("challenge", "experiment", "start", "end", "source", "ddm_activities")
             }
         )
         activity = Activity(**{**current, **{key: value for key, value in attrs.items()}})

@@ -13,6 +13,7 @@ from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
+from challenges.models import Target
 from ingest.selectors import unknown_hosts
 from ingest.services import ingest_items
 from ingest.tasks import records_attach_task
@@ -39,7 +40,10 @@ def rollup_state(*, approximate: bool = False) -> dict[tuple[Any, ...], Any]:
 def test_records_of_an_unknown_host_attach_when_its_endpoint_is_registered(
     world: dict[str, Any], atlas_ddm: APIClient, coordinator: APIClient
 ) -> None:
-    into_uam, out_of_cnaf = uam_target(world), uam_target(world, direction="out", site="cnaf")
+    # One activity with both targets: a transfer counts for one activity (results.attribution), which then has it
+    # on each of its targets that the transfer passes.
+    into_uam = uam_target(world)
+    out_of_cnaf = Target.objects.create(activity=into_uam.activity, site=world["cnaf"], direction="out", rate=1e6)
     body = orjson.dumps([FTS_COMPLETE, fts_variant(1)])
     assert atlas_ddm.post("/api/v1/ingest/fts/", data=body, content_type="application/json").json()["accepted"] == 2
     assert target_rates(target=into_uam, max_window=60, stable_window=60).average_rate == 0

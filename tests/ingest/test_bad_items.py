@@ -157,3 +157,17 @@ def test_a_perfsonar_item_postgresql_would_refuse_is_rejected_by_item(
         "skipped": 0,
         "rejected": [{"index": 1, "error": error}],
     }
+
+
+def test_the_ddm_activity_name_is_kept_and_a_bad_one_rejected_by_item(
+    world: dict[str, Any], atlas_ddm: APIClient
+) -> None:
+    rucio = copy.deepcopy(RUCIO_TRANSFER_DONE)
+    rucio["payload"]["activity"] = ["not", "a", "name"]
+    assert post(atlas_ddm, "fts", [fts_variant(0), fts_bad(activity={"a": 1})])["rejected"] == [
+        {"index": 1, "error": "activity: not a string: {'a': 1}"}
+    ]
+    assert post(atlas_ddm, "rucio", [rucio])["rejected"] == [
+        {"index": 0, "error": "payload.activity: not a string: ['not', 'a', 'name']"}
+    ]
+    assert list(TransferRecord.objects.values_list("ddm_activity", flat=True)) == ["Data Consolidation"]

@@ -7,8 +7,8 @@ from typing import Any
 
 from results.models import FlowRollup, RateRollup, RateRollupHour
 
-RATE_KEY = ("experiment_id", "source_site_id", "destination_site_id", "mode", "concurrency")
-FLOW_KEY = ("experiment_id", "flow", "site_id", "peer_id")
+RATE_KEY = ("experiment_id", "activity_id", "source_site_id", "destination_site_id", "mode", "concurrency")
+FLOW_KEY = ("experiment_id", "activity_id", "flow", "site_id", "peer_id")
 
 
 def rollup_rows() -> dict[str, list[tuple[Any, ...]]]:

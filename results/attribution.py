@@ -1,0 +1,218 @@
+"""Which activity of the plan a transfer record counts for (or none): the rules, applied in SQL when records are
+stored and again when the plan changes.
+
+The rules (also on the "About these numbers" page):
+1. A record of a portal run counts for the run's activity; an ad hoc run's for none. Nothing else moves it.
+2. A record that came in from FTS, Rucio or perfSONAR counts for an activity of its own experiment
+   - whose window overlaps the record's [start, end],
+   - that has a target on the record's flow: into the record's destination site (`in`), out of its source site
+     (`out`), or on the link from its source to its destination,
+   - and whose DDM activity names (FTS / Rucio `activity`) are empty (any) or include the record's, ignoring case.
+3. When several activities qualify, the record counts for one, the first by: an activity naming the record's DDM
+   activity before one taking any; the window holding the record's midpoint; a link target before a site target;
+   the shorter window; the older activity. The clock page lists the activities that can claim the same traffic.
+4. Records of no experiment, or whose sites are unknown, count for no activity (and so for no target).
+
+Rollups are kept per activity, so a target reads exactly its activity's traffic and a challenge's matrix its
+activities' traffic. When activities or targets change, the records they may have claimed or may now claim are
+attributed again (a Celery task, results.tasks.records_reattribute_task): their contributions are taken out of the
+rollups under their old activity and added under the new one, in chunks under the writers' lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.cache import cache
+from django.db import connection, transaction
+
+from challenges.models import Activity, Target
+
+from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
+
+_ACTIVITY = Activity._meta.db_table
+_TARGET = Target._meta.db_table
+
+# The activity each record of {table} (rows chosen by {where}, named by their {key}) counts for by rules 2-3; rows
+# no activity claims are absent. DISTINCT ON keeps the first candidate of each row in the order of rule 3.
+_CHOSEN = f"""
+SELECT DISTINCT ON (r.{{key}}) r.{{key}} AS rid, a.id AS activity_id
+FROM {{table}} AS r
+JOIN {_ACTIVITY} AS a
+  ON a.experiment_id = r.experiment_id AND a.start <= r."end" AND r.start < a."end"
+CROSS JOIN LATERAL (
+    SELECT bool_or(t.site_id IS NULL) AS on_link
+    FROM {_TARGET} AS t
+    WHERE t.activity_id = a.id AND (
+        (t.direction = 'in' AND t.site_id = r.destination_site_id)
+        OR (t.direction = 'out' AND t.site_id = r.source_site_id)
+        OR (t.site_id IS NULL AND t.link_from_id = r.source_site_id AND t.link_to_id = r.destination_site_id))
+) AS flow
+WHERE ({{where}}) AND r.run_id IS NULL AND flow.on_link IS NOT NULL
+  AND (cardinality(a.ddm_activities) = 0
+       OR EXISTS (SELECT 1 FROM unnest(a.ddm_activities) AS d WHERE lower(d) = lower(r.ddm_activity)))
+ORDER BY r.{{key}},
+    cardinality(a.ddm_activities) > 0 DESC,
+    (a.start <= r.start + (r."end" - r.start) / 2 AND r.start + (r."end" - r.start) / 2 < a."end") DESC,
+    flow.on_link DESC,
+    a."end" - a.start,
+    a.id
+"""
+
+
+def batch_attribute_sql() -> None:
+    """Give the ingested rows of the writer's record_batch (no run) their activity, before they are inserted."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE record_batch AS b SET activity_id = c.activity_id
+            FROM ({_CHOSEN.format(key="ord", table="record_batch", where="TRUE")}) AS c
+            WHERE b.ord = c.rid
+            """
+        )
+
+
+# --- re-attribution when the plan changes ------------------------------------------------------------------------
+
+STATUS_KEY = "results:attribution:status"
+CHUNK = 50_000
+
+
+@dataclass
+class Scope:
+    """The records whose activity a change of the plan may change: those of an experiment overlapping a window,
+    and those already counted for some activities (wherever the activities have moved since)."""
+
+    experiments: dict[int, tuple[datetime, datetime]] = field(default_factory=dict)
+    activity_ids: set[int] = field(default_factory=set)
+
+    def add(self, *, experiment_id: int, start: datetime, end: datetime, activity_id: int | None = None) -> None:
+        known = self.experiments.get(experiment_id)
+        self.experiments[experiment_id] = (start, end) if known is None else (min(known[0], start), max(known[1], end))
+        if activity_id is not None:
+            self.activity_ids.add(activity_id)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "experiments": [[e, s.isoformat(), t.isoformat()] for e, (s, t) in sorted(self.experiments.items())],
+            "activity_ids": sorted(self.activity_ids),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scope:
+        scope = cls(activity_ids=set(data.get("activity_ids", ())))
+        for experiment, start, end in data.get("experiments", ()):
+            scope.add(
+                experiment_id=int(experiment), start=datetime.fromisoformat(start), end=datetime.fromisoformat(end)
+            )
+        return scope
+
+    def __bool__(self) -> bool:
+        return bool(self.experiments or self.activity_ids)
+
+
+def _scope_where(scope: Scope) -> tuple[str, list[Any]]:
+    parts, params = [], []
+    for experiment, (start, end) in sorted(scope.experiments.items()):
+        parts.append('(r.experiment_id = %s AND r.start < %s AND r."end" >= %s)')
+        params += [experiment, end, start]
+    if scope.activity_ids:
+        parts.append("r.activity_id = ANY(%s)")
+        params.append(sorted(scope.activity_ids))
+    return "(" + " OR ".join(parts or ["FALSE"]) + ") AND r.run_id IS NULL", params
+
+
+def _status_set(**status: Any) -> None:
+    cache.set(STATUS_KEY, {**status, "at": datetime.now(UTC).isoformat()}, timeout=7 * 24 * 3600)
+
+
+def attribution_status() -> dict[str, Any] | None:
+    """The last re-attribution's progress: state (running / finished / failed), records checked of the total,
+    records whose activity changed, when; None when none ran (or the cache forgot it)."""
+    status: dict[str, Any] | None = cache.get(STATUS_KEY)
+    return status
+
+
+def records_reattribute(*, scope: Scope) -> int:
+    """Apply the rules again to the stored records of this scope and move the contributions of those whose activity
+    changes in the rollups (out under the old activity, in under the new), a chunk of CHUNK records a transaction,
+    each under the writers' lock; progress in attribution_status(). Idempotent. Returns the records changed."""
+    if not scope:
+        return 0
+    where, params = _scope_where(scope)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT r.id FROM results_transferrecord AS r WHERE {where} ORDER BY r.id", params)
+        ids = [row[0] for row in cursor.fetchall()]
+    total, changed = len(ids), 0
+    _status_set(state="running", checked=0, total=total, changed=0)
+    try:
+        for offset in range(0, total, CHUNK):
+            changed += _chunk_reattribute(ids[offset : offset + CHUNK])
+            _status_set(state="running", checked=min(offset + CHUNK, total), total=total, changed=changed)
+    except Exception:
+        _status_set(state="failed", checked=0, total=total, changed=changed)
+        raise
+    _status_set(state="finished", checked=total, total=total, changed=changed)
+    return changed
+
+
+_MOVED = f"SELECT {ROLLUP_COLUMNS} FROM results_transferrecord WHERE id IN (SELECT id FROM attribution_move)"
+
+
+@transaction.atomic
+def _chunk_reattribute(ids: list[int]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RECORDS_LOCK])
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.attribution_move")
+        chosen = _CHOSEN.format(key="id", table="results_transferrecord", where="r.id = ANY(%s)")
+        cursor.execute(
+            f"""
+            CREATE TEMP TABLE attribution_move ON COMMIT DROP AS
+            SELECT r.id, c.activity_id
+            FROM results_transferrecord AS r LEFT JOIN ({chosen}) AS c ON c.rid = r.id
+            WHERE r.id = ANY(%s) AND r.run_id IS NULL AND r.activity_id IS DISTINCT FROM c.activity_id
+            """,
+            [ids, ids],
+        )
+        moved = int(cursor.rowcount)
+        if not moved:
+            return 0
+        rollup_add_sql(records=_MOVED, sign=-1)
+        cursor.execute(
+            "UPDATE results_transferrecord AS r SET activity_id = m.activity_id FROM attribution_move AS m "
+            "WHERE r.id = m.id"
+        )
+        rollup_add_sql(records=_MOVED, sign=1)
+    return moved
+
+
+def records_attribute_moved(*, table_of_ids: str) -> None:
+    """Apply the rules to the records listed in a temporary table of ids (whose sites were just re-matched, inside
+    the caller's transaction, with their old contributions already taken out of the rollups)."""
+    chosen = _CHOSEN.format(key="id", table="results_transferrecord", where=f"r.id IN (SELECT id FROM {table_of_ids})")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE results_transferrecord AS r SET activity_id = c.activity_id
+            FROM (SELECT m.id, c.activity_id FROM {table_of_ids} AS m LEFT JOIN ({chosen}) AS c ON c.rid = m.id) AS c
+            WHERE r.id = c.id AND r.run_id IS NULL
+            """
+        )
+
+
+def scope_everything() -> Scope:
+    """Every record of an experiment, and every record counted for an activity: to attribute all again (after a
+    change made around the signals, e.g. by SQL; manage.py records_reattribute)."""
+    scope = Scope()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            'SELECT experiment_id, min(start), max("end") FROM results_transferrecord '
+            "WHERE experiment_id IS NOT NULL AND run_id IS NULL GROUP BY experiment_id"
+        )
+        for experiment, start, end in cursor.fetchall():
+            scope.add(experiment_id=experiment, start=start, end=end)
+        cursor.execute("SELECT DISTINCT activity_id FROM results_transferrecord WHERE activity_id IS NOT NULL")
+        scope.activity_ids.update(row[0] for row in cursor.fetchall())
+    return scope
