@@ -121,6 +121,21 @@ def challenge_activities(*, challenge: Challenge, user: Any = None) -> QuerySet[
     )
 
 
+def activities_overlapping(*, challenge: Challenge, user: Any = None) -> QuerySet[Activity]:
+    """Activities of any challenge, of the experiments of this challenge's, whose windows overlap this challenge's
+    (those the user may see, when given), with targets: what may claim the same transfers as its activities."""
+    experiments = Activity.objects.filter(challenge=challenge).values("experiment_id")
+    activities = Activity.objects.filter(
+        experiment_id__in=experiments, start__lt=challenge.end, end__gt=challenge.start
+    )
+    return (
+        (activities if user is None else activities.restrict(user))
+        .select_related("challenge", "experiment")
+        .prefetch_related(Prefetch("targets", queryset=Target.objects.select_related("site", "link_from", "link_to")))
+        .order_by("start", "pk")
+    )
+
+
 def site_activities(*, site: Site, user: Any = None) -> QuerySet[Activity]:
     """Activities of every challenge that target or source the site (those the user may see, when given), with
     their challenge and targets."""

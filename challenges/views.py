@@ -31,6 +31,7 @@ from sites.tokens import token_authenticate
 
 from . import charts, selectors
 from .calendar import activities_calendar
+from .conflicts import challenge_conflicts
 from .forms import ActivityForm, ChallengeForm, TargetForm
 from .models import Activity, Challenge, Target
 
@@ -148,6 +149,7 @@ def challenge_clock(request: HttpRequest, slug: str) -> HttpResponse:
         "gantt": gantt,
         "plotly_version": PLOTLY_VERSION,
         "can_edit": user_is_coordinator(user=request.user),
+        "conflicts": challenge_conflicts(challenge=challenge, user=request.user),
     }
     return render(request, "challenges/challenge_clock.html", context)
 

@@ -12,15 +12,15 @@ site, destination site, and mode and concurrency when split) gets
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import QuerySet
 
-from .choices import RecordState
 from .models import TransferRecord
 
 SPLITS = ("mode", "concurrency")
@@ -43,6 +43,11 @@ class LinkCell:
     @property
     def rate(self) -> float | None:
         return self.volume / self.active_seconds if self.active_seconds > 0 else None
+
+    @property
+    def average_rate(self) -> float:
+        """rate, 0 for a cell of no active time (the shape the challenge matrix's pages and heat map read)."""
+        return self.rate or 0.0
 
     @property
     def failure_ratio(self) -> float | None:
@@ -72,7 +77,7 @@ MATRIX_COLUMNS = list(LinkCell(source="", destination="").as_row())
 
 
 def union_seconds(intervals: Iterable[tuple[datetime, datetime]]) -> float:
-    """The length of the union of [start, end) intervals, in seconds."""
+    """The length of the union of [start, end) intervals, in seconds (what LINK_CELLS computes in SQL)."""
     total = 0.0
     current: tuple[datetime, datetime] | None = None
     for start, end in sorted(intervals):
@@ -87,53 +92,85 @@ def union_seconds(intervals: Iterable[tuple[datetime, datetime]]) -> float:
     return total
 
 
+# Per cell (link, and mode / concurrency when split; -1 stands for a NULL concurrency so that cells join): the
+# counts, and the union of the transfers' intervals as gaps and islands: a transfer opens an island when it starts
+# after every earlier one (in start order) has ended; an island lasts from its first start to its last end.
+LINK_CELLS = """
+WITH r AS (
+    SELECT t.source_site_id AS s, t.destination_site_id AS d, {mode} AS mode, {concurrency} AS concurrency,
+           t.start, greatest(t."end", t.start) AS "end", t.bytes, t.state, t.error_message, t.run_id
+    FROM results_transferrecord AS t
+    WHERE t.id IN ({records}) AND t.source_site_id IS NOT NULL AND t.destination_site_id IS NOT NULL
+      AND t.state IN ('ok', 'failed')
+), marked AS (
+    SELECT s, d, mode, concurrency, start, "end",
+           CASE WHEN start <= max("end") OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end"
+                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                THEN 0 ELSE 1 END AS opens
+    FROM r
+), islands AS (
+    SELECT s, d, mode, concurrency, start, "end",
+           sum(opens) OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end" ROWS UNBOUNDED PRECEDING)
+               AS island
+    FROM marked
+), active AS (
+    SELECT s, d, mode, concurrency, sum(seconds) AS active_seconds
+    FROM (SELECT s, d, mode, concurrency, extract(epoch FROM max("end") - min(start)) AS seconds
+          FROM islands GROUP BY s, d, mode, concurrency, island) AS spans
+    GROUP BY s, d, mode, concurrency
+), totals AS (
+    SELECT s, d, mode, concurrency,
+           coalesce(sum(bytes) FILTER (WHERE state = 'ok'), 0) AS volume,
+           count(*) FILTER (WHERE state = 'ok') AS files_ok,
+           count(*) FILTER (WHERE state = 'failed') AS files_failed,
+           coalesce(sum(bytes / extract(epoch FROM "end" - start)) FILTER (WHERE state = 'ok' AND "end" > start), 0)
+               AS sum_of_file_rates,
+           array_agg(DISTINCT run_id) FILTER (WHERE run_id IS NOT NULL) AS runs,
+           mode() WITHIN GROUP (ORDER BY left(error_message, 300))
+               FILTER (WHERE state = 'failed' AND error_message <> '') AS top_error
+    FROM r GROUP BY s, d, mode, concurrency
+)
+SELECT src.name, dst.name, t.mode, t.concurrency, t.volume, a.active_seconds, t.sum_of_file_rates, t.files_ok,
+       t.files_failed, t.runs, t.top_error
+FROM totals AS t
+JOIN active AS a ON (a.s, a.d, a.mode, a.concurrency) = (t.s, t.d, t.mode, t.concurrency)
+JOIN sites_site AS src ON src.id = t.s
+JOIN sites_site AS dst ON dst.id = t.d
+"""
+
+
 def link_matrix(records: QuerySet[TransferRecord], *, split: Sequence[str] = ()) -> list[LinkCell]:
     """The cells of these records (e.g. `TransferRecord.objects.filter(run__in=runs)`), by link and the `split`
-    fields; records whose source or destination site is unknown are left out."""
+    fields, in one query; records whose source or destination site is unknown are left out."""
     unknown = set(split) - set(SPLITS)
     if unknown:
         raise ValueError(f"split by {', '.join(SPLITS)}, not {', '.join(sorted(unknown))}")
-    rows = (
-        records.filter(source_site__isnull=False, destination_site__isnull=False)
-        .values_list(
-            "source_site__name",
-            "destination_site__name",
-            "mode",
-            "concurrency",
-            "start",
-            "end",
-            "bytes",
-            "state",
-            "error_message",
-            "run_id",
-        )
-        .order_by()
+    try:
+        selected, params = records.order_by().values("id").query.sql_with_params()
+    except EmptyResultSet:  # e.g. activity_id__in=[]: Django knows no row can match
+        return []
+    query = LINK_CELLS.format(
+        records=selected,
+        mode="t.mode" if "mode" in split else "''",
+        concurrency="coalesce(t.concurrency, -1)" if "concurrency" in split else "-1",
     )
-    cells: dict[tuple[Any, ...], LinkCell] = {}
-    intervals: dict[tuple[Any, ...], list[tuple[datetime, datetime]]] = defaultdict(list)
-    errors: dict[tuple[Any, ...], Counter[str]] = defaultdict(Counter)
-    for source, destination, mode, concurrency, start, end, size, state, error, run_id in rows:
-        key = (source, destination, mode if "mode" in split else None, concurrency if "concurrency" in split else None)
-        cell = cells.get(key)
-        if cell is None:
-            cell = cells[key] = LinkCell(source, destination, key[2], key[3])
-        if run_id is not None:
-            cell.runs.add(run_id)
-        if state == RecordState.OK:
-            cell.files_ok += 1
-            cell.volume += size
-            seconds = (end - start).total_seconds()
-            if seconds > 0:
-                cell.sum_of_file_rates += size / seconds
-        elif state == RecordState.FAILED:
-            cell.files_failed += 1
-            if error:
-                errors[key][error[:300]] += 1
-        else:
-            continue
-        intervals[key].append((start, max(end, start)))
-    for key, cell in cells.items():
-        cell.active_seconds = union_seconds(intervals[key])
-        if errors[key]:
-            cell.top_error = errors[key].most_common(1)[0][0]
-    return sorted(cells.values(), key=lambda c: (c.source, c.destination, c.mode or "", c.concurrency or 0))
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        rows = cursor.fetchall()
+    cells = [
+        LinkCell(
+            source=source,
+            destination=destination,
+            mode=mode if "mode" in split else None,
+            concurrency=None if concurrency == -1 else concurrency,
+            volume=int(volume),
+            active_seconds=float(active),
+            sum_of_file_rates=float(file_rates),
+            files_ok=ok,
+            files_failed=failed,
+            runs=set(runs or ()),
+            top_error=top_error or "",
+        )
+        for source, destination, mode, concurrency, volume, active, file_rates, ok, failed, runs, top_error in rows
+    ]
+    return sorted(cells, key=lambda c: (c.source.lower(), c.destination.lower(), c.mode or "", c.concurrency or 0))

@@ -69,11 +69,20 @@ MATRIX_COLUMNS = [
     "mode",
     "concurrency",
     "average_rate",
+    "active_seconds",
     "volume",
+    "sum_of_file_rates",
     "files_ok",
     "files_failed",
     "failure_ratio",
+    "runs",
+    "top_error",
 ]
+
+
+def _matrix_row(cell: matrix.MatrixCell) -> dict[str, Any]:
+    """A cell as the exports give it: SI base units; `runs` the number of portal runs behind it."""
+    return cell.as_row() | {"average_rate": cell.rate, "runs": len(cell.runs)}
 
 
 def _records_link(slug: str, cell: matrix.MatrixCell, experiment: Experiment | None) -> str:
@@ -96,48 +105,60 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
     mode = request.GET.get("mode") or None
     concurrency_text = request.GET.get("concurrency", "")
     concurrency = int(concurrency_text) if concurrency_text.isdigit() else None
-    split = [part for part in request.GET.get("split", "").split(",") if part in matrix.SPLITS]
+    split = [part for part in matrix.SPLITS if part in request.GET.get("split", "").split(",")]
     result = matrix.matrix_for_challenge(
         challenge=challenge,
         experiment_ids=_experiment_ids(request, experiment),
         mode=mode,
         concurrency=concurrency,
-        split=split if export_requested(request) else (),
+        split=split,
     )
     if export_requested(request):
-        rows = [cell.as_row() for cell in result.cells]
+        rows = [_matrix_row(cell) for cell in result.cells]
         return table_response(request, name=f"{slug}-matrix", columns=MATRIX_COLUMNS, rows=rows)
-    grid = [
-        (
-            source,
-            [
-                {
-                    "destination": destination,
-                    "cell": cell,
-                    "link": _records_link(slug, cell, experiment) if cell else None,
-                    "failed": None if cell is None or cell.failure_ratio is None else f"{cell.failure_ratio:.1%}",
-                }
-                for destination, cell in zip(result.sites, row, strict=True)
-            ],
-        )
-        for source, row in result.grid()
-    ]
     markers = report_markers(challenge=challenge, user=request.user)
+    tables = [
+        {
+            "mode": group_mode,
+            "concurrency": group_concurrency,
+            # {site name: marker}; the template shows them beside the row and column headers.
+            "rows": [
+                (source, markers.get(source), _grid_row(slug, experiment, result.sites, row))
+                for source, row in result.grid(cells)
+            ],
+        }
+        for group_mode, group_concurrency, cells in result.groups()
+    ]
     context = {
         "challenge": challenge,
         "matrix": result,
-        "grid": grid,
-        # {site name: marker}; the template shows them beside the row and column headers.
-        "rows": [(source, markers.get(source), row) for source, row in grid],
+        "tables": tables,
+        "split": ",".join(split),
         "columns": [(site, markers.get(site)) for site in result.sites],
         "reports_url": reverse("reports:list", args=[slug]),
         "experiments": _experiment_choices(request),
         "experiment": experiment,
         "heatmap": matrix.matrix_heatmap_figure(matrix=result),
         "plotly_version": PLOTLY_VERSION,
-        "query": urlencode({k: v for k, v in request.GET.items() if k in ("experiment", "mode", "concurrency")}),
+        "query": urlencode(
+            {k: v for k, v in request.GET.items() if k in ("experiment", "mode", "concurrency", "split")}
+        ),
     }
     return render(request, "results/matrix.html", context)
+
+
+def _grid_row(
+    slug: str, experiment: Experiment | None, sites: list[str], row: list[matrix.MatrixCell | None]
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "destination": destination,
+            "cell": cell,
+            "link": _records_link(slug, cell, experiment) if cell else None,
+            "failed": None if cell is None or cell.failure_ratio is None else f"{cell.failure_ratio:.1%}",
+        }
+        for destination, cell in zip(sites, row, strict=True)
+    ]
 
 
 # --- the records ----------------------------------------------------------------------------------------------

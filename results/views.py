@@ -25,6 +25,7 @@ from reports.selectors import ReportMarker, outages_overlapping, report_markers
 from sites.roles import visible_experiment_ids
 
 from . import charts, selectors
+from .attribution import attribution_status
 from .rates import TargetRates
 
 FILTERS = ("experiment", "activity", "site")
@@ -226,8 +227,20 @@ def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
         "failures_url": _optional_url("results-matrix:failures", slug),
         "reports_url": _optional_url("reports:list", slug),
         "report_count": len(markers),
+        "attribution": attribution_status(),
     }
     return render(request, "results/rates_table.html", context)
+
+
+@read_access
+def about_numbers(request: HttpRequest) -> HttpResponse:
+    """How each number is made: which records count for which activity, the rate definitions, the matrix; and the
+    progress of the last re-attribution."""
+    context = {
+        "status": attribution_status(),
+        "windows": {"max_window": "max_window", "stable_window": "stable_window"},
+    }
+    return render(request, "results/about_numbers.html", context)
 
 
 SERIES_COLUMNS = ["start", "end", "rate"]

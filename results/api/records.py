@@ -28,12 +28,13 @@ from ..failures import (
 from ..models import FailureRule, TransferRecord
 from ..tasks import failures_recategorize_on_commit
 
+ID_MAX = 2**63 - 1
 RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
 
 
 class RecordFilter(django_filters.FilterSet):
-    """The filters of the records list, the same on the API and the page. `challenge` keeps the records that
-    ended inside the challenge's [start, end) or overlap it."""
+    """The filters of the records list, the same on the API and the page. `challenge` keeps the records that count
+    for the challenge's activities (results.attribution), `activity` those of one activity, `run` one run's."""
 
     challenge = django_filters.ModelChoiceFilter(
         queryset=Challenge.objects.all(), to_field_name="slug", method="filter_challenge", label="challenge (slug)"
@@ -47,17 +48,34 @@ class RecordFilter(django_filters.FilterSet):
     concurrency = django_filters.NumberFilter()
     state = django_filters.ChoiceFilter(choices=RecordState.choices)
     category = django_filters.ChoiceFilter(field_name="error_category", choices=ErrorCategory.choices)
+    activity = django_filters.NumberFilter(
+        field_name="activity_id", label="activity (id)", min_value=1, max_value=ID_MAX, decimal_places=0
+    )
+    run = django_filters.NumberFilter(
+        field_name="run_id", label="run (id)", min_value=1, max_value=ID_MAX, decimal_places=0
+    )
 
     class Meta:
         model = TransferRecord
-        fields = ["challenge", "source", "destination", "experiment", "mode", "concurrency", "state", "category"]
+        fields = [
+            "challenge",
+            "activity",
+            "run",
+            "source",
+            "destination",
+            "experiment",
+            "mode",
+            "concurrency",
+            "state",
+            "category",
+        ]
 
     def filter_challenge(
         self, queryset: QuerySet[TransferRecord], name: str, value: Challenge | None
     ) -> QuerySet[TransferRecord]:
         if value is None:
             return queryset
-        return queryset.filter(start__lt=value.end, end__gte=value.start)
+        return queryset.filter(activity__challenge=value)
 
 
 def records_visible_to(*, user: Any) -> QuerySet[TransferRecord]:
@@ -102,6 +120,9 @@ class TransferRecordSerializer(serializers.ModelSerializer[TransferRecord]):
             "concurrency",
             "origin",
             "origin_id",
+            "run",
+            "activity",
+            "ddm_activity",
         ]
         read_only_fields = fields
 

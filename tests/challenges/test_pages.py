@@ -196,7 +196,7 @@ def test_page_queries_do_not_grow_with_the_plan(
         TargetFactory(activity=activity, site=None, direction="", link_from=kit, link_to=cnaf)
         ChallengeFactory()
     assert _queries(coordinator, url) == few
-    assert few <= 8
+    assert few <= 10  # the clock: and two for the activities that may claim the same transfers
 
 
 # --- permissions ----------------------------------------------------------------------------------------------

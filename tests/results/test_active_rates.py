@@ -81,3 +81,30 @@ def test_a_link_that_ran_for_ten_seconds_shows_its_rate_over_those_ten_seconds()
     assert ac.sum_of_file_rates == pytest.approx(20 * MB)  # 10 MB/s + 10 MB/s, the seed's way
     split = link_matrix(TransferRecord.objects.all(), split=["mode"])
     assert {(cell.destination, cell.mode) for cell in split} == {("LM-B", "pull"), ("LM-C", "push")}
+
+
+@pytest.mark.django_db
+def test_the_matrix_active_time_in_sql_is_the_union_of_the_intervals() -> None:
+    import random
+
+    generator = random.Random(7)
+    a, b = SiteFactory(name="LM-A"), SiteFactory(name="LM-B")
+    intervals = []
+    for index in range(300):
+        start = generator.uniform(0, 600)
+        end = start + generator.choice([0, generator.uniform(0, 3), generator.uniform(0, 40)])
+        intervals.append((at(start), at(end)))
+        TransferRecord.objects.create(
+            source_site=a,
+            destination_site=b,
+            start=at(start),
+            end=at(end),
+            bytes=MB,
+            state=generator.choice(["ok", "failed"]),
+            mode="pull",
+            origin="probe",
+            origin_id=f"u-{index}",
+        )
+    [cell] = link_matrix(TransferRecord.objects.all())
+    assert cell.active_seconds == pytest.approx(union_seconds(intervals), abs=1e-3)
+    assert cell.files_ok + cell.files_failed == 300

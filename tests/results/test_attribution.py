@@ -288,3 +288,12 @@ def test_the_api_takes_and_checks_ddm_activities(world: dict[str, Any]) -> None:
     assert "given twice" in orjson.dumps(response.json()).decode()
     export.activity.refresh_from_db()
     assert export.activity.ddm_activities == ["T0 Export", "Data Challenge"]
+
+
+def test_the_about_page_writes_the_rules_and_the_last_reattribution(world: dict[str, Any], client: Any) -> None:
+    client.force_login(UserFactory(username="viewer"))
+    records_reattribute(scope=scope_everything() or Scope(activity_ids={0}))
+    text = client.get("/results/about/numbers/").content.decode()
+    assert "Which transfers count for which activity" in text
+    assert "a link target before a" in text
+    assert "Last re-attribution of records to activities: 0 of 0 records moved" in text

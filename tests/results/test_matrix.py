@@ -17,10 +17,11 @@ from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
-from challenges.models import Challenge
+from challenges.models import Activity, Challenge, Target
 from results.matrix import matrix_for_challenge
 from results.models import TransferRecord
-from results.services import records_store
+from results.rows import RecordRow
+from results.services import record_rows_store, records_store
 from sites.choices import Role
 from sites.models import Experiment, Site
 from sites.roles import membership_grant
@@ -77,11 +78,30 @@ def record(
     )
 
 
+def activities(world: dict[str, Any], *, start: float = 0, end: float = 60) -> None:
+    """An ATLAS and a CMS activity of the challenge with targets on the links the records use, so that the records
+    count for them (results.attribution)."""
+    for experiment in ("atlas", "cms"):
+        activity = Activity.objects.create(
+            challenge=world["challenge"],
+            name=f"{experiment} links",
+            experiment=world[experiment],
+            mode="T1-T1",
+            kind="transfer",
+            start=at(start),
+            end=at(end),
+        )
+        for source, destination in (("cern", "cnaf"), ("cnaf", "kit"), ("cern", "kit")):
+            Target.objects.create(activity=activity, link_from=world[source], link_to=world[destination], rate=GB)
+
+
 @pytest.fixture
 def two_links(world: dict[str, Any]) -> dict[str, Any]:
-    """CERN -> CNAF: 1800 GB pull ending a minute before the end (0.5 GB/s over the hour), 360 GB push, one failed
-    pull.
-    CNAF -> KIT: 720 GB streamed, half of it before the challenge starts (so 360 GB count: 0.1 GB/s)."""
+    """CERN -> CNAF: 1800 GB pull from minute 0 to 59, 360 GB push from 10 to 20, one failed pull from 5 to 6:
+    2160 GB over 59 active minutes.
+    CNAF -> KIT: 720 GB streamed from minute -10 to 10 (overlapping the activities: it counts, whole).
+    A transfer after the activities' hour counts for none of them."""
+    activities(world)
     records_store(
         records=[
             record(world, end=59, size=1800 * GB, mode="pull", concurrency=10),
@@ -98,26 +118,39 @@ def cells_by_link(result: Any) -> dict[tuple[Any, ...], Any]:
     return {(c.source, c.destination, c.mode, c.concurrency): c for c in result.cells}
 
 
-def test_the_matrix_gives_each_link_its_average_rate_volume_and_failures(two_links: dict[str, Any]) -> None:
+def test_the_matrix_gives_each_link_its_rate_over_its_active_time(two_links: dict[str, Any]) -> None:
     result = matrix_for_challenge(challenge=two_links["challenge"])
     cells = cells_by_link(result)
     cern_cnaf = cells[("CERN", "CNAF", None, None)]
     assert cern_cnaf.volume == pytest.approx(2160 * GB)
-    assert cern_cnaf.average_rate == pytest.approx(2160 * GB / HOUR)  # 0.6 GB/s
+    assert cern_cnaf.active_seconds == 59 * 60  # the union of 0-59, 10-20 and 5-6
+    assert cern_cnaf.average_rate == pytest.approx(2160 * GB / (59 * 60))
+    assert cern_cnaf.sum_of_file_rates == pytest.approx(1800 * GB / (59 * 60) + 360 * GB / 600)
     assert (cern_cnaf.files_ok, cern_cnaf.files_failed) == (2, 1)
     assert cern_cnaf.failure_ratio == pytest.approx(1 / 3)
     cnaf_kit = cells[("CNAF", "KIT", None, None)]
-    assert cnaf_kit.volume == pytest.approx(360 * GB)  # only the half inside the window
-    assert cnaf_kit.average_rate == pytest.approx(0.1 * GB)
+    assert (cnaf_kit.volume, cnaf_kit.active_seconds) == (720 * GB, 1200)
+    assert cnaf_kit.average_rate == pytest.approx(0.6 * GB)
     assert result.sites == ["CERN", "CNAF", "KIT"]  # both ways: every site as a row and a column
     assert set(cells) == {("CERN", "CNAF", None, None), ("CNAF", "KIT", None, None)}
+
+
+def test_a_link_that_ran_for_ten_seconds_in_a_week_shows_its_real_rate(world: dict[str, Any]) -> None:
+    challenge = world["challenge"]
+    challenge.end = challenge.start + timedelta(days=7)
+    challenge.save()
+    activities(world, end=7 * 24 * 60)
+    records_store(records=[record(world, start=100, end=100 + 10 / 60, size=700 * 10**6)])
+    [cell] = matrix_for_challenge(challenge=challenge).cells
+    assert cell.average_rate == pytest.approx(70 * 10**6)  # 70 MB/s, not 700 MB over a week
+    assert cell.active_seconds == pytest.approx(10)
 
 
 def test_the_matrix_selects_one_mode(two_links: dict[str, Any]) -> None:
     result = matrix_for_challenge(challenge=two_links["challenge"], mode="push")
     (cell,) = result.cells
     assert (cell.source, cell.destination, cell.mode) == ("CERN", "CNAF", "push")
-    assert cell.average_rate == pytest.approx(0.1 * GB)
+    assert cell.average_rate == pytest.approx(360 * GB / 600)
     assert (cell.files_ok, cell.files_failed) == (1, 0)
     assert result.modes == ["pull", "push", "streamed"]  # what the selector offers
     assert result.concurrencies == [10, 40]
@@ -127,7 +160,7 @@ def test_the_matrix_splits_by_mode_and_concurrency(two_links: dict[str, Any]) ->
     cells = cells_by_link(matrix_for_challenge(challenge=two_links["challenge"], split=["mode", "concurrency"]))
     assert set(cells) == {("CERN", "CNAF", "pull", 10), ("CERN", "CNAF", "push", 40), ("CNAF", "KIT", "streamed", None)}
     pull = cells[("CERN", "CNAF", "pull", 10)]
-    assert pull.average_rate == pytest.approx(0.5 * GB)
+    assert pull.average_rate == pytest.approx(1800 * GB / (59 * 60))
     assert (pull.files_ok, pull.files_failed) == (1, 1)
 
 
@@ -141,35 +174,53 @@ def test_the_matrix_selects_one_concurrency_and_one_experiment(two_links: dict[s
     assert cells_by_link(atlas_40)[("CERN", "CNAF", None, 40)].volume == pytest.approx(360 * GB)
 
 
-def test_a_window_of_partial_hours_counts_exactly_what_moved_inside_it(world: dict[str, Any]) -> None:
-    # 10:25 to 13:40 of one day: whole hours 11:00-13:00 from the hourly rollup, 35 and 40 minutes at the ends from
-    # the per-minute one. 1 GB per minute from 10:00 to 14:00, one failure ending in each hour.
-    challenge = world["challenge"]
-    challenge.start, challenge.end = at(10 * 60 + 25), at(13 * 60 + 40)
-    challenge.save()
-    records_store(records=[record(world, start=m, end=m + 1, size=GB) for m in range(600, 840)])
-    records_store(records=[record(world, start=m, end=m + 1, state="failed") for m in (610, 650, 700, 800, 830)])
-    [cell] = matrix_for_challenge(challenge=challenge).cells
-    assert cell.volume == pytest.approx(195 * GB)  # 10:25 to 13:40
-    assert cell.average_rate == pytest.approx(195 * GB / (195 * 60))
-    assert (cell.files_ok, cell.files_failed) == (195, 3)  # ended at 10:51, 11:41 and 13:21 (not 10:11, 13:51)
+def test_another_challenges_traffic_on_the_same_link_is_not_in_the_matrix(two_links: dict[str, Any]) -> None:
+    other = Challenge.objects.create(name="Other", slug="other", start=at(0), end=at(60))
+    activity = Activity.objects.create(
+        challenge=other,
+        name="other export",
+        experiment=two_links["atlas"],
+        mode="T0 export",
+        kind="transfer",
+        start=at(0),
+        end=at(60),
+        ddm_activities=["Other"],
+    )
+    Target.objects.create(activity=activity, link_from=two_links["cern"], link_to=two_links["cnaf"], rate=GB)
+    row = RecordRow(
+        experiment_id=two_links["atlas"].pk,
+        source_site_id=two_links["cern"].pk,
+        destination_site_id=two_links["cnaf"].pk,
+        bytes=int(500 * GB),
+        start=at(30),
+        end=at(31),
+        state="ok",
+        origin="fts",
+        origin_id="other-1",
+        ddm_activity="Other",
+    )
+    record_rows_store(rows=[row])
+    ours = cells_by_link(matrix_for_challenge(challenge=two_links["challenge"]))[("CERN", "CNAF", None, None)]
+    assert ours.volume == pytest.approx(2160 * GB)
+    [theirs] = matrix_for_challenge(challenge=other).cells
+    assert theirs.volume == pytest.approx(500 * GB)
 
 
-def test_the_matrix_reads_the_rollup_in_three_queries(
+def test_the_matrix_reads_the_records_in_four_queries(
     two_links: dict[str, Any], django_assert_num_queries: Any
 ) -> None:
     cache.clear()
-    # the rollup versions; the whole hours and the minutes of partial hours, grouped by link, mode, concurrency; sites
-    with django_assert_num_queries(3):
+    # the activities; the rollup versions; the cells (with the site names); the modes and concurrencies on offer
+    with django_assert_num_queries(4):
         matrix_for_challenge(challenge=two_links["challenge"], split=["mode"])
 
 
-def test_a_cached_matrix_skips_the_rollup_until_a_record_arrives(
+def test_a_cached_matrix_skips_the_records_until_a_record_arrives(
     two_links: dict[str, Any], django_assert_num_queries: Any
 ) -> None:
     challenge = two_links["challenge"]
     before = cells_by_link(matrix_for_challenge(challenge=challenge))[("CERN", "CNAF", None, None)]
-    with django_assert_num_queries(2):  # the versions and the site names: the groups come from the cache
+    with django_assert_num_queries(2):  # the activities and the versions: the cells come from the cache
         cached = cells_by_link(matrix_for_challenge(challenge=challenge))[("CERN", "CNAF", None, None)]
     assert (cached.volume, cached.files_ok, cached.files_failed) == (before.volume, before.files_ok, 1)
     records_store(records=[record(two_links, start=30, end=40, size=600 * GB, mode="push", concurrency=40)])
@@ -199,11 +250,11 @@ def test_the_matrix_page_shows_gb_per_s_and_the_failure_ratio(viewer: Client, tw
     response = viewer.get("/results/tc/matrix/")
     assert response.status_code == 200
     text = response.content.decode()
-    assert "0.6 GB/s" in text and "33.3% failed" in text
+    assert "0.61 GB/s" in text and "33.3% failed" in text
     assert 'id="heatmap-figure"' in text and "/challenges/plotly.min.js" in text
     figure = json.loads(text.split('id="heatmap-figure" type="application/json">')[1].split("</script>")[0])
     assert figure["data"][0]["type"] == "heatmap"
-    assert figure["data"][0]["z"][0][1] == pytest.approx(0.6)  # CERN row, CNAF column, GB/s
+    assert figure["data"][0]["z"][0][1] == pytest.approx(2160 / (59 * 60))  # CERN row, CNAF column, GB/s
 
 
 def test_a_matrix_cell_links_to_the_records_behind_it(viewer: Client, two_links: dict[str, Any]) -> None:
@@ -219,7 +270,8 @@ def test_a_matrix_cell_links_to_the_records_behind_it(viewer: Client, two_links:
 def test_the_matrix_exports_csv_and_json_split_by_mode(viewer: Client, two_links: dict[str, Any]) -> None:
     rows = viewer.get("/results/tc/matrix/", {"format": "json", "split": "mode"}).json()["rows"]
     push = next(row for row in rows if row["mode"] == "push")
-    assert push["average_rate"] == pytest.approx(0.1 * GB)
+    assert push["average_rate"] == pytest.approx(0.6 * GB)
+    assert (push["active_seconds"], push["runs"], push["top_error"]) == (600, 0, "")
     lines = list(csv.reader(io.StringIO(viewer.get("/results/tc/matrix/", {"format": "csv"}).content.decode())))
     assert lines[0][:5] == ["source", "destination", "mode", "concurrency", "average_rate"]
     assert len(lines) == 3
@@ -228,9 +280,9 @@ def test_the_matrix_exports_csv_and_json_split_by_mode(viewer: Client, two_links
 def test_the_matrix_page_takes_a_bounded_number_of_queries(
     viewer: Client, two_links: dict[str, Any], django_assert_max_num_queries: Any
 ) -> None:
-    # session, user, challenge, rollup versions, rollup (not cached yet), sites, memberships, site reports,
-    # experiments
-    with django_assert_max_num_queries(9):
+    # session, user, challenge, activities, rollup versions, cells (not cached yet), modes on offer, memberships,
+    # site reports, experiments
+    with django_assert_max_num_queries(10):
         assert viewer.get("/results/tc/matrix/").status_code == 200
 
 
@@ -294,3 +346,10 @@ def test_the_records_api_takes_a_bounded_number_of_queries(
     client = api("viewer")
     with django_assert_max_num_queries(4):  # memberships, challenge, count, page (sites joined)
         assert len(client.get("/api/v1/records/", {"challenge": "tc"}).json()["results"]) == 4
+
+
+def test_the_matrix_page_splits_into_one_table_per_mode(viewer: Client, two_links: dict[str, Any]) -> None:
+    text = viewer.get("/results/tc/matrix/", {"split": "mode"}).content.decode()
+    assert text.count('<table class="matrix">') == 3  # pull, push, streamed
+    assert "<h2>pull</h2>" in text and "<h2>push</h2>" in text and "<h2>streamed</h2>" in text
+    assert "selected>one per mode" in text
