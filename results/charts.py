@@ -206,12 +206,12 @@ def target_rate_figure(
 
 
 def throughput_histogram(*, series: RateSeries, stats: ThroughputStats, target_rate: float) -> dict[str, Any]:
-    """How often each throughput occurred: a histogram of the bins' mean rates, with the mean and the target as
-    vertical lines."""
+    """How often each throughput occurred: a histogram of the mean rates of the bins that moved data (an idle bin is
+    no sample of the link), with the mean and the target as vertical lines."""
     figure = go.Figure(
         go.Histogram(
             name=f"{series.bin_minutes}-minute means",
-            x=[rate / GB for rate in series.rates],
+            x=[rate / GB for rate in series.rates if rate > 0],
             marker_color=ACHIEVED,
             hovertemplate="%{x} GB/s: %{y} bins<extra></extra>",
         )

@@ -23,7 +23,7 @@ from django.db.models import Count, F, Func, Q, QuerySet
 from django.db.models.functions import TruncHour
 from plotly import colors
 
-from challenges.models import Challenge
+from challenges.models import Activity, Challenge
 from sites.models import Site
 
 from .choices import ErrorCategory, RecordState
@@ -138,8 +138,8 @@ def failure_rule_next_position() -> int:
 
 
 def _challenge_records(challenge: Challenge) -> Q:
-    """The records of a challenge: those ending inside its [start, end) (where their files count)."""
-    return Q(end__gte=challenge.start, end__lt=challenge.end)
+    """The records of a challenge: those that count for its activities (results.attribution)."""
+    return Q(activity__challenge=challenge)
 
 
 # Re-categorisations take it in turn: each reads the rules only once the one before it has committed, so the
@@ -149,7 +149,7 @@ RECATEGORIZE_LOCK = 0x72637467
 
 @transaction.atomic
 def failures_recategorize(*, challenge: Challenge | None = None) -> int:
-    """Apply the current rules to every stored failed record (of one challenge's window, or all) in one UPDATE:
+    """Apply the current rules to every stored failed record (of one challenge's activities, or all) in one UPDATE:
     a CASE with one branch per enabled rule in order, so the first matching rule wins as in Python. Only rows
     whose category changes are written. Returns how many changed."""
     with connection.cursor() as cursor:
@@ -161,8 +161,8 @@ def failures_recategorize(*, challenge: Challenge | None = None) -> int:
     where = "r.state = %s"
     where_params: list[Any] = [RecordState.FAILED.value]
     if challenge is not None:
-        where += ' AND r."end" >= %s AND r."end" < %s'
-        where_params += [challenge.start, challenge.end]
+        where += f" AND r.activity_id IN (SELECT id FROM {Activity._meta.db_table} WHERE challenge_id = %s)"
+        where_params += [challenge.pk]
     sql = (
         f"UPDATE results_transferrecord AS r SET error_category = c.category "
         f"FROM (SELECT r.id, {case} AS category FROM results_transferrecord AS r WHERE {where}) AS c "

@@ -274,7 +274,8 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
             for start, end, rate in zip(series.starts, series.ends, series.rates, strict=True)
         ]
         return table_response(request, name=f"{slug}-target-{pk}-{bin_minutes}min", columns=SERIES_COLUMNS, rows=rows)
-    stats = selectors.throughput_stats(samples=series.rates)
+    # Over the bins that moved data: an idle bin is no sample of what the link did (it would put the minimum at 0).
+    stats = selectors.throughput_stats(samples=[rate for rate in series.rates if rate > 0])
     site_ids = [target.link_from_id, target.link_to_id] if target.is_link else [target.site_id]
     outages = [
         charts.OutageWindow(site=outage.report.site.name, start=outage.start, end=outage.end, reason=outage.reason)
@@ -293,6 +294,7 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "series": series,
         "outages": outages,
         "stats": stats,
+        "idle_bins": sum(1 for rate in series.rates if rate <= 0),
         "bin_choices": selectors.BIN_CHOICES,
         "windows": _windows(challenge),
         "stable_end": rates.stable_window_start

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from . import probe_views, views
 
 app_name = "runs"
 urlpatterns = [
@@ -11,5 +11,6 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", views.run_cancel, name="cancel"),
     path("runs/<int:pk>/copies/delete/", views.run_copies_delete, name="copies_delete"),
     path("<slug:slug>/runs/", views.challenge_runs, name="challenge_runs"),
+    path("<slug:slug>/probes/", probe_views.challenge_probes, name="challenge_probes"),
     path("<slug:slug>/activities/<int:pk>/run/", views.activity_run, name="activity_run"),
 ]

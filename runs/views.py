@@ -21,7 +21,7 @@ from django_htmx.middleware import HtmxDetails
 
 from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge
-from challenges.views import read_access
+from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
 from results.active_rates import active_rates
 from results.link_matrix import link_matrix
@@ -35,6 +35,7 @@ from .copies import run_copies_delete as copies_delete_service
 from .models import Run, RunFile
 from .parameters import TRANSFER_KINDS, TRANSFER_MODES
 from .probe_results import probe_results
+from .probe_tables import probe_figures
 from .selectors import run_figures, runs_with_figures
 from .services import run_cancel as run_cancel_service
 from .services import run_start
@@ -126,11 +127,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: what it was asked to do and its live progress."""
     run = _run_or_404(request, pk)
     records = records_query(run)
+    probe = probe_results(run)
     context = _progress_context(run) | {
         "can_run": user_is_coordinator(user=request.user),
         "records": records,
         "records_query": urlencode(records) if records else None,
-        "probe": probe_results(run),
+        "probe": probe,
+        "probe_figures": probe_figures(probe),
+        "plotly_version": PLOTLY_VERSION,
         "matrix": link_matrix(TransferRecord.objects.filter(run=run)) if run.kind in TRANSFER_KINDS else [],
         "recalls": [pk for pk in (run.parameters or {}).get("recalls_runs", []) if isinstance(pk, int)],
         "parameters": [(name, parameter_text(value)) for name, value in sorted(run.parameters.items())]

@@ -11,9 +11,12 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
+from challenges.models import Activity, Target
 from results.models import TransferRecord
+from results.rates import target_rates
 
-from .samples import RUCIO_TRANSFER_DONE, fts_variant
+from .conftest import uam_target
+from .samples import FTS_COMPLETE, RUCIO_TRANSFER_DONE, fts_variant
 
 pytestmark = pytest.mark.django_db
 
@@ -47,3 +50,36 @@ def test_a_single_vo_rucio_dump_takes_the_experiment_given(world: dict[str, Any]
     assert TransferRecord.objects.get().experiment == world["dune"]
     with pytest.raises(CommandError, match="not an experiment"):
         run("--format", "rucio", "--experiment", "LHCb", str(dump))
+
+
+def test_a_replay_with_two_activities_of_one_experiment_at_one_site_gives_each_its_own_files(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    # Both activities: ATLAS out of CNAF, the same minute; told apart by their DDM activities only.
+    consolidation = uam_target(world, direction="out", site="cnaf")
+    consolidation.activity.ddm_activities = ["Data Consolidation"]
+    consolidation.activity.save()
+    export_activity = Activity.objects.create(
+        challenge=consolidation.activity.challenge,
+        name="atlas-t0-export",
+        experiment=world["atlas"],
+        mode="T0 export",
+        kind="transfer",
+        start=consolidation.activity.start,
+        end=consolidation.activity.end,
+        ddm_activities=["T0 Export"],
+    )
+    export = Target.objects.create(activity=export_activity, site=world["cnaf"], direction="out", rate=1e6)
+    messages = [fts_variant(i) for i in range(12)] + [fts_variant(100 + i, activity="T0 Export") for i in range(8)]
+    dump = tmp_path / "fts.ndjson"
+    dump.write_bytes(b"\n".join(orjson.dumps(message) for message in messages) + b"\n")
+    out, _err = run("--format", "fts", "--batch", "7", str(dump))
+    assert out.strip() == "accepted 20, duplicates 0, skipped 0, rejected 0"
+    size = int(FTS_COMPLETE["file_size"])
+    rates = {
+        name: target_rates(target=target, max_window=60, stable_window=60)
+        for name, target in (("consolidation", consolidation), ("export", export))
+    }
+    assert rates["consolidation"].volume == pytest.approx(12 * size)
+    assert rates["export"].volume == pytest.approx(8 * size)
+    assert (rates["consolidation"].files_ok, rates["export"].files_ok) == (12, 8)

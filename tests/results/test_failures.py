@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
-from challenges.models import Challenge
+from challenges.models import Activity, Challenge, Target
 from results.failures import (
     failure_categorize,
     failure_categorize_records,
@@ -82,7 +82,23 @@ def world() -> dict[str, Any]:
     cern = Site.objects.create(name="CERN", tier=0, country="CH")
     cnaf = Site.objects.create(name="CNAF", tier=1, country="IT")
     challenge = Challenge.objects.create(name="TC", slug="tc", start=at(0), end=at(180))
-    return {"atlas": atlas, "cern": cern, "cnaf": cnaf, "challenge": challenge}
+    world = {"atlas": atlas, "cern": cern, "cnaf": cnaf, "challenge": challenge}
+    link_activity(world, challenge)
+    return world
+
+
+def link_activity(world: dict[str, Any], challenge: Challenge) -> None:
+    """An ATLAS activity over the whole challenge with a target on CERN -> CNAF: the records count for it."""
+    activity = Activity.objects.create(
+        challenge=challenge,
+        name="links",
+        experiment=world["atlas"],
+        mode="T0 export",
+        kind="transfer",
+        start=challenge.start,
+        end=challenge.end,
+    )
+    Target.objects.create(activity=activity, link_from=world["cern"], link_to=world["cnaf"], rate=1e9)
 
 
 def failed(world: dict[str, Any], message: str, *, end: float = 10, mode: str = "pull") -> TransferRecord:

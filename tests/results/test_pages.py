@@ -289,7 +289,7 @@ def test_the_target_page_shows_the_statistics_of_the_throughput_samples(world: d
     )
     content = viewer.get(f"/results/tc/targets/{target.pk}/", {"bin": "60"}).content.decode()
     assert 'aria-label="Statistics of the throughput samples"' in content
-    assert "3 samples (60-minute means)" in content
+    assert re.search(r"3 samples \(60-minute means with traffic; \d+ idle bins? left out\)", content)
     assert re.search(r"min</th><td class=\"num\">1 GB/s", content)
     assert re.search(r"mean</th><td class=\"num\">2 GB/s", content)
     assert re.search(r"max</th><td class=\"num\">3 GB/s", content)
@@ -414,3 +414,19 @@ def test_the_target_plot_shades_the_outages_of_its_site_with_the_reason(world: d
     hover = next(trace for trace in figure["data"] if trace["name"] == "outage")
     assert hover["text"][0] == "CNAF outage 2022-03-14 01:00 → 2022-03-14 01:30 UTC: pool reboot 0"
     assert "CNAF outage 2022-03-14 01:00 → 2022-03-14 01:30 UTC: pool reboot 0" in html.unescape(content)
+
+
+def test_the_histogram_and_its_statistics_leave_the_idle_bins_out(world: dict[str, Any], viewer: Client) -> None:
+    plan = world["plan"]
+    target = plan.target("ATLAS", "gaps", start=1000, end=1180, rate=2 * GB, place="PIC")
+    records_store(
+        records=[
+            plan.moved("ATLAS", "CERN->PIC", start=1000 + 60 * step, end=1060 + 60 * step, rate=(step + 1) * GB)
+            for step in (0, 2)  # the hour in between moved nothing
+        ]
+    )
+    content = viewer.get(f"/results/tc/targets/{target.pk}/", {"bin": "60"}).content.decode()
+    assert "2 samples (60-minute means with traffic; 1 idle bin left out)" in content
+    assert re.search(r"min</th><td class=\"num\">1 GB/s", content)  # not 0
+    histogram = json_script(content, "histogram-figure")["data"][0]
+    assert sorted(histogram["x"]) == [1.0, 3.0]

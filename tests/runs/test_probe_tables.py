@@ -1,0 +1,123 @@
+"""A challenge's probes, one table per kind with exports and the comparison with an earlier challenge; and the
+Plotly figures of a probe on its run page."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from challenges.models import Challenge
+from runs.models import Run
+from tests.challenges.factories import ActivityFactory, ChallengeFactory
+from tests.sites.factories import ExperimentFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def interval(end: float, gbits: float) -> dict[str, Any]:
+    return {"summary": {"start": end - 1, "end": end, "throughput-bits": gbits * 1e9}}
+
+
+def network_summary(gbits: list[float], *, path_mtu: int = 9000) -> dict[str, Any]:
+    return {
+        "rate": sum(gbits) / len(gbits) * 1e9 / 8,
+        "path_mtu": path_mtu,
+        "local_mtu": 9000,
+        "pscheduler": {
+            "intervals": [interval(n + 1, value) for n, value in enumerate(gbits)],
+            "summary": {"summary": {"retransmits": 3}},
+        },
+    }
+
+
+def plan(slug: str, *, compare_with: Challenge | None = None) -> dict[str, Any]:
+    challenge = ChallengeFactory(slug=slug, name=slug.upper(), start=T0, compare_with=compare_with)
+    atlas = ExperimentFactory()
+    made = {}
+    for kind in ("network", "io", "cache", "staging"):
+        activity = ActivityFactory(challenge=challenge, experiment=atlas, kind=kind, name=f"{slug} {kind}")
+        made[kind] = activity
+    return {"challenge": challenge, **made}
+
+
+def probe_run(activity: Any, kind: str, summary: dict[str, Any], host: str = "t1a.example.org") -> Run:
+    return Run.objects.create(
+        activity=activity,
+        kind=kind,
+        state="finished",
+        parameters={"host": host} if kind == "network" else {"endpoint": f"root://{host}:1094//data"},
+        summary=summary,
+        started_at=T0 + timedelta(hours=1),
+    )
+
+
+@pytest.fixture
+def viewer(client: Client) -> Client:
+    client.force_login(UserFactory(username="viewer"))
+    return client
+
+
+def test_each_probe_kind_has_its_table_its_exports_and_the_comparison(viewer: Client) -> None:
+    earlier = plan("dc22")
+    now = plan("dc24", compare_with=earlier["challenge"])
+    probe_run(earlier["network"], "network", network_summary([2, 2]))
+    probe_run(now["network"], "network", network_summary([4, 0, 4], path_mtu=1500))
+    probe_run(now["io"], "io", {"write_rate": 2e8, "read_rate": 5e8, "size": 10**9})
+    cache_rows = [
+        {"url": "root://c//f1", "size": 10**9, "direct_rate": 1e8, "empty_cache_rate": 8e7, "filled_cache_rate": 4e8,
+         "speedup": 4.0},
+    ]  # fmt: skip
+    probe_run(now["cache"], "cache", {"rows": cache_rows})
+    files = [
+        {"source_url": "root://t//a", "ok": True, "end": "2026-01-05T01:00:12+00:00",
+         "details": {"queue_seconds": 3.0, "stage_seconds": 9.0}},
+        {"source_url": "root://t//b", "ok": True, "end": "2026-01-05T01:00:20+00:00",
+         "details": {"queue_seconds": 5.0, "stage_seconds": 15.0}},
+    ]  # fmt: skip
+    staging = {"start": "2026-01-05T01:00:00+00:00", "seconds": 20.0, "staged": 2, "failed": 0, "files": files}
+    probe_run(now["staging"], "staging", staging)
+
+    page = viewer.get("/challenges/dc24/probes/").content.decode()
+    assert 'id="probes-network"' in page and "≠ local 9000" in page  # the MTU mismatch flagged
+    assert "4 Gb/s / 4 Gb/s / 4 Gb/s" in page  # min / avg / max over the intervals that moved data
+    assert "<td>200 MB/s</td><td>500 MB/s</td>" in page
+    assert "4.00×" in page  # the cache's speed-up
+    assert "2 / 0 of 2" in page and "12.0 s" in page and "360" in page  # files per hour
+    assert "Compared with DC22" in page
+
+    rows = viewer.get("/challenges/dc24/probes/", {"table": "network", "format": "json"}).json()["rows"]
+    assert [(r["rate"], r["interval_average"], r["mtu_mismatch"], r["retransmits"]) for r in rows] == [
+        (pytest.approx(8 / 3 * 1e9 / 8), pytest.approx(4e9 / 8), True, 3)
+    ]
+    staging_csv = viewer.get("/challenges/dc24/probes/", {"table": "staging", "format": "csv"}).content.decode()
+    [row] = list(csv.DictReader(io.StringIO(staging_csv)))
+    assert (row["time_to_first_file"], row["median_queue_seconds"], row["median_stage_seconds"]) == (
+        "12.0",
+        "4.0",
+        "12.0",
+    )
+    compared = viewer.get("/challenges/dc24/probes/", {"table": "compare", "format": "json"}).json()["rows"]
+    network = next(entry for entry in compared if entry["kind"] == "network")
+    assert network["target"] == "t1a.example.org"
+    assert network["ratio"] == pytest.approx((8 / 3) / 2)
+    bad = viewer.get("/challenges/dc24/probes/", {"table": "nope", "format": "csv"})
+    assert bad.status_code == 400 and b"table must be one of" in bad.content
+
+
+def test_a_probes_run_page_draws_its_figures(viewer: Client) -> None:
+    made = plan("dc24")
+    run = probe_run(made["network"], "network", network_summary([2, 0, 4]))
+    page = viewer.get(f"/challenges/runs/{run.pk}/").content.decode()
+    figures = json.loads(page.split('id="probe-figures-data" type="application/json">')[1].split("</script>")[0])
+    line, histogram = figures
+    assert line["data"][0]["y"] == [2.0, 0.0, 4.0]  # Gb/s per interval, the idle one too
+    assert histogram["data"][0]["x"] == [2.0, 4.0]  # the histogram: intervals that moved data only
+    assert "min 2 Gb/s · avg 3 Gb/s · max 4 Gb/s · stdev 1.41 Gb/s" in histogram["layout"]["title"]["text"]
