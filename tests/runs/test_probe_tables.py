@@ -121,3 +121,24 @@ def test_a_probes_run_page_draws_its_figures(viewer: Client) -> None:
     assert line["data"][0]["y"] == [2.0, 0.0, 4.0]  # Gb/s per interval, the idle one too
     assert histogram["data"][0]["x"] == [2.0, 4.0]  # the histogram: intervals that moved data only
     assert "min 2 Gb/s · avg 3 Gb/s · max 4 Gb/s · stdev 1.41 Gb/s" in histogram["layout"]["title"]["text"]
+
+
+def _queries(client: Client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_probes_page_takes_as_many_queries_for_many_runs_as_for_one(viewer: Client) -> None:
+    earlier = plan("dc22")
+    now = plan("dc24", compare_with=earlier["challenge"])
+    probe_run(now["network"], "network", network_summary([2, 2]))
+    few = _queries(viewer, "/challenges/dc24/probes/")
+    for index in range(10):
+        probe_run(now["network"], "network", network_summary([index + 1.0]), host=f"h{index}")
+        probe_run(earlier["io"], "io", {"write_rate": 1e8, "read_rate": 2e8, "size": 10**9})
+    assert _queries(viewer, "/challenges/dc24/probes/") == few
+    assert _queries(viewer, "/results/about/numbers/") <= 3  # session, user (and nothing that grows)
