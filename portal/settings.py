@@ -7,6 +7,7 @@ when present; variables already set in the environment win over it.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -50,6 +51,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",  # request.htmx, and htmx itself as a static file ({% htmx_script %})
+    "axes",  # failed logins counted per user name and address; a lockout answers 429
     "common",
     "sites",
     "challenges",
@@ -72,6 +74,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -229,7 +232,23 @@ OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid profile email wlcg.gr
 OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="wlcg.groups")
 # For example "/atlas/coordinators=coordinator,/atlas=viewer,/atlas/ddm=ddm:ATLAS,/cern/admins=site-admin:CERN-PROD"
 OIDC_GROUP_ROLES = env.str("OIDC_GROUP_ROLES", default="")
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "sites.backends.CoordinatorPermissionBackend"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out user name and address before any check
+    "django.contrib.auth.backends.ModelBackend",
+    "sites.backends.CoordinatorPermissionBackend",
+]
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins of one user name from one address, that
+# pair is locked out for AXES_COOLOFF_MINUTES (HTTP 429, "try again later"); a success resets the count.
+# Counted in the database, so every web process sees the same count. API tokens have their own throttle.
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+if env.bool("SECURE_PROXY_SSL", default=False):  # behind the TLS proxy: its X-Forwarded-For is the address
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
 if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
     AUTHENTICATION_BACKENDS.append("sites.oidc.PortalOIDCBackend")
