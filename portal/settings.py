@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",  # request.htmx, and htmx itself as a static file ({% htmx_script %})
     "axes",  # failed logins counted per user name and address; a lockout answers 429
+    "csp",  # Content-Security-Policy on every response (CONTENT_SECURITY_POLICY below)
     "common",
     "sites",
     "challenges",
@@ -65,6 +66,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -232,6 +234,24 @@ OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid profile email wlcg.gr
 OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="wlcg.groups")
 # For example "/atlas/coordinators=coordinator,/atlas=viewer,/atlas/ddm=ddm:ATLAS,/cern/admins=site-admin:CERN-PROD"
 OIDC_GROUP_ROLES = env.str("OIDC_GROUP_ROLES", default="")
+# Content Security Policy (django-csp): scripts only from the portal itself (no inline script, no handler, no eval:
+# the pages' behaviour is static/portal.js, figures are JSON data it draws); styles may be inline, as Plotly and
+# htmx set them on the elements they draw; nothing from other hosts, no framing, no plugins.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out user name and address before any check
     "django.contrib.auth.backends.ModelBackend",
