@@ -189,6 +189,11 @@ SPECTACULAR_SETTINGS = {
     },
     # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
     "SWAGGER_UI_DIST": "SIDECAR",
+    # Every error status each operation can answer, documented (portal/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.schema.error_responses_document",
+    ],
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
