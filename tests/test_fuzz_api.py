@@ -1,6 +1,7 @@
 """The API fuzzed from its own OpenAPI schema (schemathesis): whatever a generated request holds, the answer is never
-a 5xx, and its status is one the schema documents for the operation. Bounded (a few examples an operation) so that the suite stays fast; run it with more examples by setting
-FUZZ_EXAMPLES (e.g. FUZZ_EXAMPLES=200 bin/portal test tests/test_fuzz_api.py)."""
+a 5xx, and its status is one the schema documents for the operation. Bounded (a few examples an operation) so that
+the suite stays fast; run it with more examples by setting FUZZ_EXAMPLES (e.g. FUZZ_EXAMPLES=200 bin/portal test
+tests/test_fuzz_api.py)."""
 
 from __future__ import annotations
 
