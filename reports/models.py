@@ -3,6 +3,8 @@ coordinators' review of it. Rates are bytes per second, times UTC."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -11,10 +13,21 @@ from challenges.models import Challenge, Target
 from sites.models import Site
 
 from .choices import CommentKind, ProblemCategory, RateDirection, ReportStatus
+from .rendering import markdown_render
 
-# Free text is rendered on every read of a report: megabytes of notes made every reader pay for them.
+# Free text is bounded, and rendered once when it is saved (notes_html, text_html), never on a read.
 NOTES_LENGTH = 20_000  # characters
 TEXT_LENGTH = 5_000
+
+
+def _rendered_on_save(instance: models.Model, source: str, target: str, kwargs: dict[str, Any]) -> None:
+    """Render the Markdown of `source` into `target` when the save writes `source`."""
+    fields = kwargs.get("update_fields")
+    if fields is not None and source not in fields:
+        return
+    setattr(instance, target, str(markdown_render(getattr(instance, source) or "")))
+    if fields is not None:
+        kwargs["update_fields"] = {*fields, target}
 
 
 class SiteReport(models.Model):
@@ -24,6 +37,13 @@ class SiteReport(models.Model):
     site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="reports")
     status = models.CharField(max_length=20, choices=ReportStatus.choices, default=ReportStatus.DRAFT)
     notes = models.TextField(blank=True, max_length=NOTES_LENGTH, help_text="free text in Markdown")
+    notes_html = models.TextField(blank=True, editable=False, help_text="notes rendered and sanitised, once")
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """The notes are rendered here, once per change, never on a read (every writer saves through this)."""
+        _rendered_on_save(self, "notes", "notes_html", kwargs)
+        super().save(*args, **kwargs)
+
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -132,6 +152,12 @@ class ReportComment(models.Model):
     )
     kind = models.CharField(max_length=20, choices=CommentKind.choices, default=CommentKind.COMMENT)
     text = models.TextField(blank=True, max_length=TEXT_LENGTH)
+    text_html = models.TextField(blank=True, editable=False, help_text="text rendered and sanitised, once")
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        _rendered_on_save(self, "text", "text_html", kwargs)
+        super().save(*args, **kwargs)
+
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -12,7 +12,6 @@ from challenges.models import Challenge, Target
 from sites.models import Site
 
 from ..models import TEXT_LENGTH, ObservedRate, Outage, Problem, ReportComment, SiteAction, SiteReport
-from ..rendering import markdown_render
 
 
 class ObservedRateSerializer(serializers.ModelSerializer[ObservedRate]):
@@ -54,7 +53,7 @@ class ReportCommentSerializer(serializers.ModelSerializer[ReportComment]):
         read_only_fields = ["kind", "created_at"]
 
     def get_html(self, comment: ReportComment) -> str:
-        return str(markdown_render(comment.text))
+        return comment.text_html
 
 
 class ReviewSerializer(serializers.Serializer[Any]):
@@ -108,7 +107,7 @@ class SiteReportSerializer(serializers.ModelSerializer[SiteReport]):
         validators: list[Any] = []  # the service reports a second report of a site with a clear message
 
     def get_notes_html(self, report: SiteReport) -> str:
-        return str(markdown_render(report.notes))
+        return report.notes_html
 
     def content(self) -> dict[str, list[dict[str, Any]]]:
         """The validated rows, by kind, for reports.services.report_save."""

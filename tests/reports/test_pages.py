@@ -200,3 +200,20 @@ def test_the_list_and_detail_pages_take_a_bounded_number_of_queries(world: dict[
         viewer.get(f"/reports/tc22/{report.pk}/")
     assert len(many_list) == len(few_list)
     assert len(many_detail) == len(few_detail)
+
+
+def test_notes_and_comments_are_rendered_once_when_saved_never_on_a_read(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = client_for(world["cnaf_admin"])
+    client.post("/reports/tc22/new/?site=CNAF", form_data())
+    report = SiteReport.objects.get()
+    assert "<strong>good</strong>" in report.notes_html and "<script" not in report.notes_html
+    import reports.rendering
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("Markdown rendered on a read")
+
+    monkeypatch.setattr(reports.rendering.markdown, "markdown", refuse)
+    assert client.get(f"/reports/tc22/{report.pk}/").status_code == 200
+    assert "<strong>good</strong>" in client.get(f"/api/v1/reports/{report.pk}/").json()["notes_html"]
