@@ -39,11 +39,6 @@ class SiteReport(models.Model):
     notes = models.TextField(blank=True, max_length=NOTES_LENGTH, help_text="free text in Markdown")
     notes_html = models.TextField(blank=True, editable=False, help_text="notes rendered and sanitised, once")
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """The notes are rendered here, once per change, never on a read (every writer saves through this)."""
-        _rendered_on_save(self, "notes", "notes_html", kwargs)
-        super().save(*args, **kwargs)
-
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -65,6 +60,11 @@ class SiteReport(models.Model):
     @property
     def is_accepted(self) -> bool:
         return self.status == ReportStatus.ACCEPTED
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """The notes are rendered here, once per change, never on a read (every writer saves through this)."""
+        _rendered_on_save(self, "notes", "notes_html", kwargs)
+        super().save(*args, **kwargs)
 
 
 class ObservedRate(models.Model):
@@ -154,10 +154,6 @@ class ReportComment(models.Model):
     text = models.TextField(blank=True, max_length=TEXT_LENGTH)
     text_html = models.TextField(blank=True, editable=False, help_text="text rendered and sanitised, once")
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        _rendered_on_save(self, "text", "text_html", kwargs)
-        super().save(*args, **kwargs)
-
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -165,3 +161,7 @@ class ReportComment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} by {self.author} on {self.report}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        _rendered_on_save(self, "text", "text_html", kwargs)
+        super().save(*args, **kwargs)
