@@ -57,14 +57,14 @@ class SiteReport(models.Model):
     def __str__(self) -> str:
         return f"{self.site} report on {self.challenge}"
 
-    @property
-    def is_accepted(self) -> bool:
-        return self.status == ReportStatus.ACCEPTED
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         """The notes are rendered here, once per change, never on a read (every writer saves through this)."""
         _rendered_on_save(self, "notes", "notes_html", kwargs)
         super().save(*args, **kwargs)
+
+    @property
+    def is_accepted(self) -> bool:
+        return self.status == ReportStatus.ACCEPTED
 
 
 class ObservedRate(models.Model):
