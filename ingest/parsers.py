@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from results.choices import Origin, RecordState
+from results.models import ERROR_MESSAGE_LENGTH, URL_LENGTH
 from results.rows import RecordRow
 from sites.models import Experiment, NetworkHost, StorageEndpoint
 
@@ -44,6 +45,7 @@ ORIGIN_ID_LENGTH = 128  # TransferRecord.origin_id
 TRANSFER_KEY_LENGTH = 200  # TransferRecord.transfer_key
 HOST_LENGTH = 255  # TransferRecord.source_host, destination_host
 DDM_ACTIVITY_LENGTH = 64  # TransferRecord.ddm_activity
+
 BYTES_MAX = 2**63 - 1  # TransferRecord.bytes, a bigint
 # A record's bytes are spread over every minute of [start, end) in the rollups: times decades apart (a zero or a
 # garbled timestamp) would make millions of rollup rows out of one message. No file transfer lasts a week.
@@ -187,10 +189,21 @@ def _storable(values: dict[str, Any], names: Mapping[str, str]) -> None:
         host = values.get(attname)
         if host and len(host) > HOST_LENGTH:
             raise ItemError(f"{names.get(attname, attname)}: a host name of {len(host)} characters (at most 255)")
+    for attname in ("source_url", "destination_url"):
+        url = values.get(attname)
+        if url and len(url) > URL_LENGTH:
+            raise ItemError(f"{names.get(attname, attname)}: a URL of {len(url)} characters (at most {URL_LENGTH})")
     message = values.get("error_message")
-    if message and "\x00" in message:
-        values["error_message"] = message.replace("\x00", "")
+    if message:
+        values["error_message"] = _message_bounded(message)
     _duration_check((values["end"] - values["start"]).total_seconds())
+
+
+def _message_bounded(message: str) -> str:
+    """An error message without NULs, cut to ERROR_MESSAGE_LENGTH characters (marked)."""
+    if "\x00" in message:
+        message = message.replace("\x00", "")
+    return message if len(message) <= ERROR_MESSAGE_LENGTH else message[: ERROR_MESSAGE_LENGTH - 1] + "…"
 
 
 def _duration_check(seconds: float) -> None:
@@ -405,8 +418,12 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
         raise ItemError(f"src_url: a host name of {len(source_host)} characters (at most 255)")
     if len(destination_host) > HOST_LENGTH:
         raise ItemError(f"dst_url: a host name of {len(destination_host)} characters (at most 255)")
-    if "\x00" in error_message:
-        error_message = error_message.replace("\x00", "")
+    if len(source_url) > URL_LENGTH:
+        raise ItemError(f"src_url: a URL of {len(source_url)} characters (at most {URL_LENGTH})")
+    if len(destination_url) > URL_LENGTH:
+        raise ItemError(f"dst_url: a URL of {len(destination_url)} characters (at most {URL_LENGTH})")
+    if error_message:
+        error_message = _message_bounded(error_message)
     _duration_check((end - start).total_seconds())
     ddm_activity = _ddm_activity(item.get("activity") or metadata.get("activity"), "activity")
     return RecordRow(

@@ -10,6 +10,12 @@ from sites.models import Experiment, Site, StorageEndpoint
 
 from .choices import ErrorCategory, Origin, RecordState
 
+# Free text and URLs of records are bounded where they come in (the audit: megabytes stored and shown on every
+# read): an error message is cut to ERROR_MESSAGE_LENGTH (its start says what went wrong); a URL longer than
+# URL_LENGTH is no storage URL, and ingestion rejects its item.
+ERROR_MESSAGE_LENGTH = 2000
+URL_LENGTH = 4096
+
 
 class TransferRecord(models.Model):
     """One file transfer, whatever produced it. Its bytes count spread uniformly over its real [start, end)."""

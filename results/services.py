@@ -24,7 +24,7 @@ from sites.selectors import endpoint_for_url
 from .attribution import batch_attribute_sql
 from .choices import Origin
 from .failures import failure_categorize_records, failure_categorize_rows
-from .models import TransferRecord
+from .models import ERROR_MESSAGE_LENGTH, TransferRecord
 from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
 from .rows import RecordRow
 
@@ -121,7 +121,7 @@ def probe_record_new(
         start=outcome.start,
         end=max(outcome.end, outcome.start),
         state=state,
-        error_message=outcome.error,
+        error_message=outcome.error[:ERROR_MESSAGE_LENGTH],
         mode=outcome.mode[:16],
         concurrency=concurrency,
         origin=Origin.PROBE,

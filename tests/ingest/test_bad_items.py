@@ -171,3 +171,15 @@ def test_the_ddm_activity_name_is_kept_and_a_bad_one_rejected_by_item(
         {"index": 0, "error": "payload.activity: not a string: ['not', 'a', 'name']"}
     ]
     assert list(TransferRecord.objects.values_list("ddm_activity", flat=True)) == ["Data Consolidation"]
+
+
+def test_a_huge_error_message_is_cut_and_a_huge_url_rejected_by_item(
+    world: dict[str, Any], atlas_ddm: APIClient
+) -> None:
+    failed = fts_bad(t_final_transfer_state="Error", t__error_message="TRANSFER timeout " + "x" * 10**6)
+    long_url = fts_bad(src_url="davs://storage.example.org/" + "a" * 5000)
+    result = post(atlas_ddm, "fts", [failed, long_url])
+    assert result["accepted"] == 1
+    assert result["rejected"] == [{"index": 1, "error": "src_url: a URL of 5027 characters (at most 4096)"}]
+    message = TransferRecord.objects.get().error_message
+    assert len(message) == 2000 and message.startswith("TRANSFER timeout") and message.endswith("…")
