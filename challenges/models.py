@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 
 from sites.models import Experiment, Site
-from sites.roles import visible_experiment_ids
+from sites.roles import ActivityExperimentQuerySet, ExperimentRestrictedQuerySet
 
 from .choices import ActivityKind, CopyMode, Direction
 
@@ -69,12 +68,9 @@ DDM_ACTIVITY_LENGTH = 64
 DDM_ACTIVITIES_MAX = 20
 
 
-class ActivityQuerySet(models.QuerySet["Activity"]):
-    def restrict(self, user: Any, action: str = "view") -> ActivityQuerySet:
-        """The activities this user may see (the access policy of sites.roles, NetBox's shape): all, or for a DDM
-        service its own experiment's. Every page, export, feed and API of the plan reads activities through this."""
-        visible = visible_experiment_ids(user)
-        return self if visible is None else self.filter(experiment_id__in=visible)
+class ActivityQuerySet(ExperimentRestrictedQuerySet):
+    """Activities restrict themselves to what a user may read (sites.roles): all, or for a DDM service its own
+    experiment's. Every page, export, feed and API of the plan reads activities through this."""
 
 
 class Activity(models.Model):
@@ -130,6 +126,8 @@ class Target(models.Model):
     rate = models.FloatField(help_text="bytes per second")
     nominal_rate = models.FloatField(null=True, blank=True, help_text="bytes per second")
     factors = models.JSONField(default=dict, blank=True, help_text='e.g. {"headroom": 1.5, "efficiency": 2}')
+
+    objects = ActivityExperimentQuerySet.as_manager()
 
     class Meta:
         ordering = ["activity", "site__name", "direction", "link_from__name", "link_to__name"]

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from sites.models import Experiment, Site, StorageEndpoint
+from sites.roles import ExperimentRestrictedQuerySet
 
 from .choices import ErrorCategory, Origin, RecordState
 
@@ -72,6 +73,8 @@ class TransferRecord(models.Model):
     ddm_activity = models.CharField(
         max_length=64, blank=True, help_text='the FTS / Rucio activity name ("T0 Export", "Data Challenge")'
     )
+
+    objects = ExperimentRestrictedQuerySet.as_manager()
 
     class Meta:
         ordering = ["start", "id"]

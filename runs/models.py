@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from challenges.choices import ActivityKind
+from sites.roles import ActivityExperimentQuerySet
 
 from .choices import CopiesState, FileState, RunState
 
@@ -41,6 +42,9 @@ class Run(models.Model):
     summary = models.JSONField(
         default=dict, blank=True, help_text="what a staging, network, cache or io probe reported as a whole"
     )
+
+    # A DDM service reads its experiment's activities' runs (ad hoc runs are no experiment's plan).
+    objects = ActivityExperimentQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import QuerySet
 
 from .choices import Role
@@ -143,3 +144,24 @@ def visible_experiment_ids(user: Any) -> set[int] | None:
     if user_is_coordinator(user=user) or user_roles(user=user) - {"ddm"}:
         return None
     return user_experiment_ids(user=user) if "ddm" in user_roles(user=user) else None
+
+
+class ExperimentRestrictedQuerySet(models.QuerySet[Any]):
+    """A queryset that restricts itself to what a user may read (NetBox's `RestrictedQuerySet.restrict(user,
+    action)` shape), for every model whose rows belong to an experiment: `experiment_field` names the path to it
+    (`experiment_id`, `activity__experiment_id`). The one rule, visible_experiment_ids, is this module's; writes
+    are decided by the DRF permissions and the services."""
+
+    experiment_field = "experiment_id"
+
+    def restrict(self, user: Any, action: str = "view") -> Any:
+        if action != "view":
+            raise ValueError(f"restrict() decides reading only, not {action!r}: writes go through the services")
+        visible = visible_experiment_ids(user)
+        return self if visible is None else self.filter(**{f"{self.experiment_field}__in": visible})
+
+
+class ActivityExperimentQuerySet(ExperimentRestrictedQuerySet):
+    """Rows that belong to an experiment through their activity (targets, runs)."""
+
+    experiment_field = "activity__experiment_id"

@@ -18,7 +18,6 @@ from rest_framework.response import Response
 from challenges.models import Challenge
 from sites.models import Experiment, Site
 from sites.permissions import PlanPermission
-from sites.roles import visible_experiment_ids
 
 from ..choices import ErrorCategory, RecordState
 from ..failures import (
@@ -80,9 +79,7 @@ class RecordFilter(django_filters.FilterSet):
 
 def records_visible_to(*, user: Any) -> QuerySet[TransferRecord]:
     """The records a user may read: all, or a DDM service's own experiment's."""
-    records = TransferRecord.objects.select_related(*RECORD_RELATIONS).order_by("start", "id")
-    visible = visible_experiment_ids(user)
-    return records if visible is None else records.filter(experiment_id__in=visible)
+    return TransferRecord.objects.restrict(user).select_related(*RECORD_RELATIONS).order_by("start", "id")
 
 
 class TransferRecordSerializer(serializers.ModelSerializer[TransferRecord]):

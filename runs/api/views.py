@@ -22,7 +22,6 @@ from challenges.choices import ActivityKind
 from results.link_matrix import SPLITS, link_matrix
 from results.models import TransferRecord
 from sites.permissions import PlanPermission
-from sites.roles import visible_experiment_ids
 
 from ..choices import FileState, RunState
 from ..copies import run_copies_delete
@@ -64,9 +63,7 @@ class RunFileFilter(django_filters.FilterSet):
 
 def runs_visible_to(*, user: Any) -> QuerySet[Run]:
     """The runs a user may read: all, or for a DDM service those of its experiment's activities."""
-    queryset = Run.objects.select_related("activity__challenge", "activity__experiment", "created_by")
-    visible = visible_experiment_ids(user)
-    return queryset if visible is None else queryset.filter(activity__experiment_id__in=visible)
+    return Run.objects.restrict(user).select_related("activity__challenge", "activity__experiment", "created_by")
 
 
 def _django_errors(exc: DjangoValidationError) -> Any:

@@ -383,3 +383,29 @@ def test_ddm_permission_lets_a_service_write_only_its_experiments_rows() -> None
     assert not permission.has_permission(request(AnonymousUser(), "get"), view=None)
     assert permission.has_object_permission(request(service), view=None, obj=Row(atlas))
     assert not permission.has_object_permission(request(service), view=None, obj=Row(cms))
+
+
+@pytest.mark.django_db
+def test_the_querysets_restrict_themselves_to_what_a_ddm_service_may_read() -> None:
+    from challenges.models import Activity, Target
+    from results.models import TransferRecord
+    from runs.models import Run
+    from sites.models import Experiment
+    from sites.roles import membership_grant
+    from tests.challenges.factories import ActivityFactory, TargetFactory
+    from tests.sites.factories import UserFactory
+
+    atlas, cms = Experiment.objects.create(name="ATLAS"), Experiment.objects.create(name="CMS")
+    for experiment in (atlas, cms):
+        target = TargetFactory(activity=ActivityFactory(experiment=experiment))
+        Run.objects.create(activity=target.activity, kind="transfer")
+    ddm = UserFactory(username="atlas-ddm")
+    membership_grant(user=ddm, role="ddm", experiment=atlas)
+    viewer = UserFactory(username="viewer")
+    membership_grant(user=viewer, role="viewer")
+    for model, path in ((Activity, "experiment"), (Target, "activity__experiment"), (Run, "activity__experiment")):
+        assert set(model.objects.restrict(ddm).values_list(f"{path}__name", flat=True)) == {"ATLAS"}
+        assert model.objects.restrict(viewer).count() == 2
+    assert not TransferRecord.objects.restrict(ddm).filter(experiment=cms).exists()
+    with pytest.raises(ValueError, match="reading only"):
+        Activity.objects.restrict(ddm, "change")
