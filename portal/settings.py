@@ -308,6 +308,13 @@ TESTBED_TAPE_DRIVES = env.int("TESTBED_TAPE_DRIVES", default=2)
 TESTBED_TAPE_DRIVE_RATE = env.float("TESTBED_TAPE_DRIVE_RATE", default=200e6)
 TESTBED_TAPE_MOUNT_TIME = env.float("TESTBED_TAPE_MOUNT_TIME", default=2.0)
 TESTBED_TAPE_STAGE_DELAY = env.float("TESTBED_TAPE_STAGE_DELAY", default=1.0)
+# What is written to the tape site's disk buffer goes to tape after this many seconds unchanged, and then leaves the
+# buffer (EVICT "migrated"; "lru" keeps it until the buffer is over BUFFER_BYTES); a stage request takes at most
+# MAX_REQUEST_FILES files.
+TESTBED_TAPE_MIGRATION_DELAY = env.float("TESTBED_TAPE_MIGRATION_DELAY", default=5.0)
+TESTBED_TAPE_EVICT = env.str("TESTBED_TAPE_EVICT", default="migrated")
+TESTBED_TAPE_BUFFER_BYTES = env.int("TESTBED_TAPE_BUFFER_BYTES", default=0)
+TESTBED_TAPE_MAX_REQUEST_FILES = env.int("TESTBED_TAPE_MAX_REQUEST_FILES", default=10000)
 
 # The demo account made by `manage.py load_demo`; its password is generated once into DEMO_PASSWORD_FILE.
 DEMO_USERNAME = env.str("DEMO_USERNAME", default="demo")

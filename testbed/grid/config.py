@@ -66,6 +66,10 @@ class TestbedConfig:
     tape_drive_rate: float = 200e6
     tape_mount_time: float = 2.0
     tape_stage_delay: float = 1.0
+    tape_migration_delay: float = 5.0
+    tape_evict: str = "migrated"
+    tape_buffer_bytes: int = 0
+    tape_max_request_files: int = 10000
     # Bytes per second the slowed origin serves (XRootD's throttle plugin), so that a cache in front of it pays off.
     # The throttle hands it out in shares of 100 ms (ORIGIN_INTERVAL_MS): a file of N times the rate takes N seconds.
     origin_rate: float = 4e6
@@ -82,6 +86,10 @@ class TestbedConfig:
             tape_drive_rate=settings.TESTBED_TAPE_DRIVE_RATE,
             tape_mount_time=settings.TESTBED_TAPE_MOUNT_TIME,
             tape_stage_delay=settings.TESTBED_TAPE_STAGE_DELAY,
+            tape_migration_delay=settings.TESTBED_TAPE_MIGRATION_DELAY,
+            tape_evict=settings.TESTBED_TAPE_EVICT,
+            tape_buffer_bytes=settings.TESTBED_TAPE_BUFFER_BYTES,
+            tape_max_request_files=settings.TESTBED_TAPE_MAX_REQUEST_FILES,
         )
 
 

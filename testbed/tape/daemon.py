@@ -28,13 +28,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--drive-rate", type=float, default=100e6, help="read rate of a drive, bytes/s")
     parser.add_argument("--mount-time", type=float, default=0.0, help="seconds to switch the tape in a drive")
     parser.add_argument("--stage-delay", type=float, default=0.0, help="seconds before a requested file is eligible")
+    parser.add_argument(
+        "--migration-delay", type=float, default=None, help="seconds unchanged before a buffer file goes to tape"
+    )
+    parser.add_argument("--evict", choices=["migrated", "lru"], default="migrated", help="when buffer files go")
+    parser.add_argument("--buffer-bytes", type=int, default=0, help="with --evict lru: the buffer's size")
+    parser.add_argument("--max-request-files", type=int, default=0, help="largest stage request (0: no limit)")
     parser.add_argument("--sitename", default="TESTBED-TAPE", help="sitename of the Tape REST discovery")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    library = TapeLibrary(args.root, args.drives, args.drive_rate, args.mount_time, args.stage_delay)
+    library = TapeLibrary(
+        args.root,
+        args.drives,
+        args.drive_rate,
+        args.mount_time,
+        args.stage_delay,
+        migration_delay=args.migration_delay,
+        evict=args.evict,
+        buffer_bytes=args.buffer_bytes,
+        max_request_files=args.max_request_files,
+    )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(str(args.cert), str(args.key))
     https = TapeHTTPServer(
@@ -65,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     log(
         f"tape {args.sitename}: root={args.root} https://{args.host}:{args.https_port} "
         f"control=http://127.0.0.1:{args.control_port} drives={args.drives} drive_rate={args.drive_rate:g}B/s "
-        f"mount_time={args.mount_time:g}s stage_delay={args.stage_delay:g}s"
+        f"mount_time={args.mount_time:g}s stage_delay={args.stage_delay:g}s migration_delay={args.migration_delay} "
+        f"evict={args.evict} max_request_files={args.max_request_files}"
     )
     stop.wait()  # the signal handler runs in this thread and sets it
     for server in (https, control):

@@ -4,6 +4,7 @@ recall files from tape."""
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import threading
 import time
@@ -29,16 +30,55 @@ from .model import (
     log,
     normalize_path,
 )
+from .model import (
+    chown as _chown,
+)
+from .model import (
+    make_dirs as _make_dirs,
+)
+from .model import (
+    unique as _unique,
+)
 
 
 class TapeLibrary:
-    """The emulated tape: stage requests, a FIFO queue and the drives that serve it. Thread-safe."""
+    """The emulated tape: stage requests, a queue and the drives that serve it, and the migration of what is written
+    into the disk buffer onto tape. Thread-safe.
+
+    - Migration (migration_delay not None): a file written into the disk buffer and left unchanged for
+      migration_delay seconds is copied to tape; then (evict="migrated", the default) its disk copy is removed, so
+      that a later recall really comes from tape. With evict="lru" the buffer keeps migrated files until it holds
+      more than buffer_bytes, then removes the least recently used ones that are on tape.
+    - Recalls: a drive reads the files of one request tape by tape (after the file it read, the next eligible file
+      of the same request on the tape it holds), otherwise first in, first out; a tape switch costs mount_time.
+    - A stage request of more than max_request_files files (0: no limit) is refused with the limit.
+    """
 
     def __init__(
-        self, root: Path, drives: int = 1, drive_rate: float = 100e6, mount_time: float = 0.0, stage_delay: float = 0.0
+        self,
+        root: Path,
+        drives: int = 1,
+        drive_rate: float = 100e6,
+        mount_time: float = 0.0,
+        stage_delay: float = 0.0,
+        *,
+        migration_delay: float | None = None,
+        evict: str = "migrated",
+        buffer_bytes: int = 0,
+        max_request_files: int = 0,
     ) -> None:
         if drives < 1 or drive_rate <= 0 or mount_time < 0 or stage_delay < 0:
             raise ValueError("need drives >= 1, drive_rate > 0, mount_time >= 0 and stage_delay >= 0")
+        if migration_delay is not None and migration_delay < 0:
+            raise ValueError("migration_delay is >= 0 seconds, or None for no migration")
+        if evict not in ("migrated", "lru") or buffer_bytes < 0 or max_request_files < 0:
+            raise ValueError('evict is "migrated" or "lru"; buffer_bytes and max_request_files are >= 0')
+        self.migration_delay = migration_delay
+        self.evict_policy = evict
+        self.buffer_bytes = int(buffer_bytes)
+        self.max_request_files = int(max_request_files)
+        self.migrated = 0
+        self.evicted = 0
         self.root = Path(root)
         self.disk_root = self.root / "disk"
         self.tape_root = self.root / "tape"
@@ -74,9 +114,13 @@ class TapeLibrary:
     # -- lifecycle --
 
     def start(self) -> None:
-        """Start the drive threads."""
+        """Start the drive threads (and the migrator, when migration is on)."""
         for drive in self.drives:
             thread = threading.Thread(target=self._drive_loop, args=(drive,), name=f"drive-{drive.index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        if self.migration_delay is not None:
+            thread = threading.Thread(target=self._migrate_loop, name="migrator", daemon=True)
             thread.start()
             self._threads.append(thread)
 
@@ -98,6 +142,11 @@ class TapeLibrary:
         normalized = _unique(normalize_path(path) for path in paths)
         if not normalized:
             raise TapeError(HTTPStatus.BAD_REQUEST, "no files to stage")
+        if self.max_request_files and len(normalized) > self.max_request_files:
+            raise TapeError(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"a stage request takes at most {self.max_request_files} files, not {len(normalized)}: split it",
+            )
         now = time.time()
         with self._cond:
             rid = request_id or str(uuid.uuid4())
@@ -304,13 +353,120 @@ class TapeLibrary:
                 "eligible": sum(1 for task in self.queue if task.eligible <= now),
                 "requests": len(self.requests),
                 "files": counts,
+                "migrated": self.migrated,
+                "evicted": self.evicted,
+                "buffer_bytes_used": self._buffer_used(),
                 "config": {
                     "drives": len(self.drives),
                     "drive_rate": self.drive_rate,
                     "mount_time": self.mount_time,
                     "stage_delay": self.stage_delay,
+                    "migration_delay": self.migration_delay,
+                    "evict": self.evict_policy,
+                    "buffer_bytes": self.buffer_bytes,
+                    "max_request_files": self.max_request_files,
                 },
             }
+
+    # -- migration to tape, eviction from the buffer --
+
+    def _buffer_files(self) -> list[Path]:
+        return [
+            path
+            for path in self.disk_root.rglob("*")
+            if path.is_file() and not path.name.startswith(".") and ".recall-" not in path.name
+        ]
+
+    def _buffer_used(self) -> int:
+        total = 0
+        for path in self._buffer_files():
+            try:
+                total += path.stat().st_size
+            except FileNotFoundError:
+                continue
+        return total
+
+    def _lfn(self, disk: Path) -> str:
+        return "/" + str(disk.relative_to(self.disk_root))
+
+    def migrate_once(self, now: float | None = None) -> list[str]:
+        """Copy to tape the buffer's files not on tape that nobody changed for migration_delay seconds, evict by
+        the policy; returns the paths migrated."""
+        now = time.time() if now is None else now
+        delay = self.migration_delay or 0.0
+        migrated = []
+        for disk in self._buffer_files():
+            try:
+                stat = disk.stat()
+            except FileNotFoundError:
+                continue
+            lfn = self._lfn(disk)
+            tape = self.tape_path(lfn)
+            if now - stat.st_mtime < delay or (tape.is_file() and tape.stat().st_size == stat.st_size):
+                continue
+            owner = self.tape_root.stat()
+            _make_dirs(tape.parent, self.tape_root, owner.st_uid, owner.st_gid)
+            temp = tape.with_name(f".{tape.name}.migrate-{uuid.uuid4().hex[:8]}")
+            try:
+                shutil.copy2(disk, temp)
+                if disk.stat().st_mtime != stat.st_mtime:  # written to meanwhile: next time
+                    continue
+                _chown(temp, owner.st_uid, owner.st_gid)
+                os.replace(temp, tape)
+            except FileNotFoundError:
+                continue
+            finally:
+                temp.unlink(missing_ok=True)
+            self.migrated += 1
+            migrated.append(lfn)
+            log(f"migrated {lfn} to tape {posixpath.dirname(lfn)} ({stat.st_size} bytes)")
+            if self.evict_policy == "migrated" and not self._staged_recently(lfn):
+                self._evict_one(disk, lfn, "after migration")
+        if self.evict_policy == "lru" and self.buffer_bytes:
+            self._evict_lru()
+        return migrated
+
+    def _staged_recently(self, lfn: str) -> bool:
+        """Whether a stage request asked for the file and has not been released (its copy is wanted online)."""
+        with self._cond:
+            return any(
+                lfn in request.files and request.files[lfn].state in (SUBMITTED, STARTED, COMPLETED)
+                for request in self.requests.values()
+            )
+
+    def _evict_one(self, disk: Path, lfn: str, why: str) -> None:
+        try:
+            disk.unlink()
+        except FileNotFoundError:
+            return
+        self.evicted += 1
+        log(f"evicted {lfn} from the disk buffer ({why})")
+
+    def _evict_lru(self) -> None:
+        """Least recently used first, files on tape only, until the buffer holds no more than buffer_bytes."""
+        entries = []
+        for disk in self._buffer_files():
+            try:
+                stat = disk.stat()
+            except FileNotFoundError:
+                continue
+            entries.append((max(stat.st_atime, stat.st_mtime), stat.st_size, disk))
+        used = sum(size for _, size, _ in entries)
+        for _, size, disk in sorted(entries, key=lambda entry: entry[0]):
+            if used <= self.buffer_bytes:
+                break
+            lfn = self._lfn(disk)
+            if self.on_tape(lfn) and not self._staged_recently(lfn):
+                self._evict_one(disk, lfn, f"buffer over {self.buffer_bytes} bytes")
+                used -= size
+
+    def _migrate_loop(self) -> None:
+        interval = min(max((self.migration_delay or 0.0) / 2, 0.2), 2.0)
+        while not self._stop.wait(interval):
+            try:
+                self.migrate_once()
+            except Exception as exc:  # keep migrating: a file that vanished mid-copy is the next pass's
+                log(f"migration pass failed: {exc!r}")
 
     # -- the drives --
 
@@ -324,8 +480,18 @@ class TapeLibrary:
         task.finished = now
         task.error = error
 
-    def _next_task(self, now: float) -> tuple[FileTask | None, float | None]:
-        """The first eligible file no drive is reading, or None and how long to wait (caller holds the lock)."""
+    def _next_task(self, now: float, drive: Drive | None = None) -> tuple[FileTask | None, float | None]:
+        """The next file for a drive: an eligible file of the request it last read on the tape it holds, else the
+        first eligible file no drive is reading; or None and how long to wait (caller holds the lock)."""
+        if drive is not None and drive.tape is not None and drive.last_request is not None:
+            for task in self.queue:
+                if (
+                    task.request_id == drive.last_request
+                    and task.tape == drive.tape
+                    and task.eligible <= now
+                    and task.path not in self._reading
+                ):
+                    return task, None
         wait: float | None = None
         for task in self.queue:
             if task.eligible > now:
@@ -339,7 +505,7 @@ class TapeLibrary:
     def _drive_loop(self, drive: Drive) -> None:
         while not self._stop.is_set():
             with self._cond:
-                task, wait = self._next_task(time.time())
+                task, wait = self._next_task(time.time(), drive)
                 if task is None:
                     self._cond.wait(wait)
                     continue
@@ -347,6 +513,7 @@ class TapeLibrary:
                 task.state = STARTED
                 task.started = time.time()
                 drive.task = task
+                drive.last_request = task.request_id
                 self._reading.add(task.path)
             try:
                 self._recall(drive, task)
@@ -421,29 +588,3 @@ class TapeLibrary:
                 self._finish(task, COMPLETED, time.time())
         finally:
             temp.unlink(missing_ok=True)
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
-
-
-def _chown(path: Path, uid: int, gid: int) -> None:
-    """Give path to uid:gid when we can (as root); otherwise leave it."""
-    try:
-        st = path.lstat()
-        if (st.st_uid, st.st_gid) != (uid, gid):
-            os.chown(path, uid, gid)
-    except PermissionError:
-        pass
-
-
-def _make_dirs(directory: Path, top: Path, uid: int, gid: int) -> None:
-    """mkdir -p directory, giving the directories it creates below top to uid:gid."""
-    missing = []
-    current = directory
-    while current != top and not current.exists():
-        missing.append(current)
-        current = current.parent
-    for path in reversed(missing):
-        path.mkdir(exist_ok=True)
-        _chown(path, uid, gid)

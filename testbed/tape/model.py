@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 SUBMITTED = "SUBMITTED"
@@ -106,3 +109,33 @@ class Drive:
     mounts: int = 0
     files_read: int = 0
     bytes_read: int = 0
+    last_request: str | None = None  # the request of the file it read last: its next file comes first
+
+
+# --- files ---
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def chown(path: Path, uid: int, gid: int) -> None:
+    """Give path to uid:gid when we can (as root); otherwise leave it."""
+    try:
+        st = path.lstat()
+        if (st.st_uid, st.st_gid) != (uid, gid):
+            os.chown(path, uid, gid)
+    except PermissionError:
+        pass
+
+
+def make_dirs(directory: Path, top: Path, uid: int, gid: int) -> None:
+    """mkdir -p directory, giving the directories it creates below top to uid:gid."""
+    missing = []
+    current = directory
+    while current != top and not current.exists():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        chown(path, uid, gid)
