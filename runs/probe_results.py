@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from challenges.choices import ActivityKind
+from sites.selectors import endpoint_for_url
 
 from .models import Run
 
@@ -46,9 +47,10 @@ def network_results(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def staging_results(summary: dict[str, Any]) -> dict[str, Any]:
+def staging_results(summary: dict[str, Any], *, tape_limit: float | None = None) -> dict[str, Any]:
     """Per file its queue and stage time; time to first file (first request to first file online); files per
-    hour over the recall's span."""
+    hour over the recall's span; the files that came from tape and those online already, and the tape rate, flagged
+    when it is faster than the site's drives can read (tape_limit: drives x drive rate from the registry)."""
     files = summary.get("files") or []
     rows = [
         {
@@ -64,7 +66,15 @@ def staging_results(summary: dict[str, Any]) -> dict[str, Any]:
     ends = [moment for item in files if item.get("ok") and (moment := _time(item.get("end")))]
     first = (min(ends) - start).total_seconds() if start and ends else None
     seconds = summary.get("seconds") or 0
+    tape_rate = summary.get("tape_rate")
     return {
+        "files_from_tape": summary.get("files_from_tape"),
+        "files_already_online": summary.get("files_already_online"),
+        "files_locality_unknown": summary.get("files_locality_unknown"),
+        "tape_rate": tape_rate,
+        "tape_limit": tape_limit,
+        # 5 % above the drives' rate: more than timing noise; such a "recall" did not come from tape alone.
+        "faster_than_drives": bool(tape_rate and tape_limit and tape_rate > tape_limit * 1.05),
         "files": rows,
         "staged": summary.get("staged", 0),
         "failed": summary.get("failed", 0),
@@ -72,6 +82,14 @@ def staging_results(summary: dict[str, Any]) -> dict[str, Any]:
         "files_per_hour": summary.get("staged", 0) * 3600 / seconds if seconds else None,
         "requests": len(summary.get("requests") or []),
     }
+
+
+def staging_tape_limit(run: Run) -> float | None:
+    """All drives of the recalled endpoint's site together (bytes per second), from the registry; None unknown."""
+    urls = (run.parameters or {}).get("urls") or [] if isinstance(run.parameters, dict) else []
+    endpoint = endpoint_for_url(str(urls[0])) if urls else None
+    capacity = getattr(endpoint.site, "capacity", None) if endpoint is not None else None
+    return capacity.tape_rate if capacity is not None else None
 
 
 def _time(text: Any) -> datetime | None:
@@ -89,7 +107,7 @@ def probe_results(run: Run) -> dict[str, Any] | None:
     if run.kind == ActivityKind.NETWORK:
         return {"kind": "network", **network_results(summary)}
     if run.kind == ActivityKind.STAGING:
-        return {"kind": "staging", **staging_results(summary)}
+        return {"kind": "staging", **staging_results(summary, tape_limit=staging_tape_limit(run))}
     if run.kind == ActivityKind.IO:
         return {
             "kind": "io",

@@ -16,7 +16,7 @@ from challenges.choices import ActivityKind
 from common.times import iso_utc
 
 from .models import Run
-from .probe_results import network_results, staging_results
+from .probe_results import network_results, staging_results, staging_tape_limit
 
 PROBE_KINDS = ("network", "io", "cache", "staging")
 
@@ -63,6 +63,11 @@ COLUMNS: dict[str, list[str]] = {
         "files_per_hour",
         "median_queue_seconds",
         "median_stage_seconds",
+        "files_from_tape",
+        "files_already_online",
+        "tape_rate",
+        "tape_limit",
+        "faster_than_drives",
     ],
 }
 # The figure each kind's comparison sets side by side: per target, the mean over the runs.
@@ -136,7 +141,7 @@ def _cache_rows(run: Run, summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _staging_rows(run: Run, summary: dict[str, Any]) -> list[dict[str, Any]]:
-    result = staging_results(summary)
+    result = staging_results(summary, tape_limit=staging_tape_limit(run))
     return [
         _base(run)
         | {
@@ -148,6 +153,10 @@ def _staging_rows(run: Run, summary: dict[str, Any]) -> list[dict[str, Any]]:
             "files_per_hour": result["files_per_hour"],
             "median_queue_seconds": _median(file["queue_seconds"] for file in result["files"]),
             "median_stage_seconds": _median(file["stage_seconds"] for file in result["files"]),
+            **{
+                name: result[name]
+                for name in ("files_from_tape", "files_already_online", "tape_rate", "tape_limit", "faster_than_drives")
+            },
         }
     ]
 

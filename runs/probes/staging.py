@@ -11,6 +11,11 @@ for a WLCG Tape REST endpoint (davs:// or https://) the probe reads the stage re
 /.well-known/wlcg-tape-rest-api) at every poll and takes the server's per-file start and end times when it gives
 them, else the first poll that shows the file STARTED. Elsewhere (root:// prepare) queue_seconds is None and
 stage_seconds spans request to online. details["timing"] says which ("server", "polled" or "request").
+
+Before anything is requested the probe asks where each file is (gfal2's `user.status`: NEARLINE, ONLINE or
+ONLINE_AND_NEARLINE, as Tape REST archiveinfo or XRootD's stat say it), so that a recall tells the files that came
+from tape from those that were online already: only the former make a tape rate (`tape_rate`: their bytes over the
+span from the first one's recall start to the last one online).
 """
 
 from __future__ import annotations
@@ -33,6 +38,17 @@ import gfal2
 from .outcomes import FileOutcome, utcnow
 
 PENDING_CODES = {errno.EAGAIN}  # gfal2: not online yet
+# gfal2's user.status, as the Tape REST API's localities.
+LOCALITIES = {"NEARLINE": "TAPE", "ONLINE": "DISK", "ONLINE_AND_NEARLINE": "DISK_AND_TAPE"}
+
+
+def locality_of(ctx: Any, url: str) -> str | None:
+    """Where a file is before its recall: TAPE, DISK or DISK_AND_TAPE; None when the endpoint does not say."""
+    try:
+        status = str(ctx.getxattr(url, "user.status")).strip().upper()
+    except gfal2.GError:
+        return None
+    return LOCALITIES.get(status)
 
 
 def _message(exc: Exception) -> str:
@@ -60,6 +76,25 @@ class StagingResult:
     def failed(self) -> int:
         return sum(1 for outcome in self.files if not outcome.ok)
 
+    def _from_tape(self) -> list[FileOutcome]:
+        return [o for o in self.files if o.ok and o.details.get("locality_before") == "TAPE"]
+
+    def tape_figures(self) -> dict[str, Any]:
+        """The files that came from tape (offline before the recall) and those online already (never a tape rate);
+        the tape rate: the former's bytes over their span, first recall start to last online."""
+        from_tape = self._from_tape()
+        online = [o for o in self.files if o.ok and o.details.get("locality_before") in ("DISK", "DISK_AND_TAPE")]
+        span = (max(o.end for o in from_tape) - min(o.start for o in from_tape)).total_seconds() if from_tape else 0.0
+        tape_bytes = sum(o.bytes for o in from_tape)
+        return {
+            "files_from_tape": len(from_tape),
+            "files_already_online": len(online),
+            "files_locality_unknown": sum(1 for o in self.files if o.ok and o.details.get("locality_before") is None),
+            "tape_bytes": tape_bytes,
+            "tape_seconds": span,
+            "tape_rate": tape_bytes / span if span > 0 else None,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "start": self.start.isoformat() if self.start else None,
@@ -67,6 +102,7 @@ class StagingResult:
             "seconds": self.seconds,
             "staged": self.staged,
             "failed": self.failed,
+            **self.tape_figures(),
             "requests": self.requests,
             "files": [outcome.to_dict() for outcome in self.files],
         }
@@ -130,6 +166,7 @@ class _File:
     started: datetime | None = None
     started_by: str = ""
     outcome: FileOutcome | None = None
+    locality: str | None = None
 
 
 def _server_time(value: Any) -> datetime | None:
@@ -150,6 +187,7 @@ def _finish(
     started = item.started if item.started is not None and item.started <= end else None
     details: dict[str, Any] = {
         "request": item.request,
+        "locality_before": item.locality,
         "timing": item.started_by if started is not None else "request",
         "queue_seconds": (started - item.requested).total_seconds() if started is not None else None,
         "stage_seconds": (end - (started or item.requested)).total_seconds() if ok else None,
@@ -190,6 +228,8 @@ def stage_files(
     observer = TapeRestObserver()
     deadline = time.monotonic() + timeout
     items = [_File(url, index, index // bulk_size, started) for index, url in enumerate(urls)]
+    for item in items:
+        item.locality = locality_of(ctx, item.url)
     tokens: dict[int, str] = {}
     for number in range(0, (len(urls) + bulk_size - 1) // bulk_size):
         batch = items[number * bulk_size : (number + 1) * bulk_size]

@@ -142,3 +142,29 @@ def test_the_probes_page_takes_as_many_queries_for_many_runs_as_for_one(viewer: 
         probe_run(earlier["io"], "io", {"write_rate": 1e8, "read_rate": 2e8, "size": 10**9})
     assert _queries(viewer, "/challenges/dc24/probes/") == few
     assert _queries(viewer, "/results/about/numbers/") <= 3  # session, user (and nothing that grows)
+
+
+def test_a_recall_faster_than_the_drives_is_flagged_as_not_a_tape_rate(viewer: Client) -> None:
+    from sites.models import Capacity
+    from tests.sites.factories import SiteFactory, StorageEndpointFactory
+
+    made = plan("dc24")
+    tape_site = SiteFactory(name="TB-TAPE")
+    StorageEndpointFactory(site=tape_site, url="root://tape.example.org:1094//data", kind="tape")
+    Capacity.objects.create(site=tape_site, tape_drives=1, tape_drive_rate=20e6)
+    summary = {
+        "start": "2026-01-05T01:00:00+00:00", "seconds": 1.0, "staged": 8, "failed": 0, "files": [],
+        "files_from_tape": 2, "files_already_online": 6, "files_locality_unknown": 0, "tape_rate": 480e6,
+    }  # fmt: skip
+    run = Run.objects.create(
+        activity=made["staging"], kind="staging", state="finished", summary=summary,
+        parameters={"urls": [f"root://tape.example.org:1094//data/run-1/f{n}" for n in range(8)]},
+    )  # fmt: skip
+    page = viewer.get(f"/challenges/runs/{run.pk}/").content.decode()
+    assert 'id="not-a-tape-rate"' in page and "20 MB/s" in page
+    assert "6 files were on disk before the recall: not counted as a tape rate" in page
+    rows = viewer.get("/challenges/dc24/probes/", {"table": "staging", "format": "json"}).json()["rows"]
+    assert [(r["files_from_tape"], r["tape_limit"], r["faster_than_drives"]) for r in rows] == [(2, 20e6, True)]
+    summary["tape_rate"] = 15e6  # slower than the drive: a tape rate
+    Run.objects.filter(pk=run.pk).update(summary=summary)
+    assert 'id="not-a-tape-rate"' not in viewer.get(f"/challenges/runs/{run.pk}/").content.decode()
