@@ -53,5 +53,6 @@ def cleanup(testbed: Testbed) -> Iterator[list[Run]]:
     yield started
     for run in started:
         for site in ("t1a", "t1b", "webdav", "tape"):
-            for data in (testbed.site_dir(site) / "data").glob(f"**/portal-runs/run-{run.pk}"):
+            # The tape site keeps its buffer in disk/data and its tape copies in tape/data.
+            for data in testbed.site_dir(site).glob(f"**/portal-runs/run-{run.pk}"):
                 shutil.rmtree(data, ignore_errors=True)
