@@ -79,6 +79,7 @@ class TapeLibrary:
         self.max_request_files = int(max_request_files)
         self.migrated = 0
         self.evicted = 0
+        self._migrated_at: dict[str, float] = {}  # path -> when it reached tape, until it leaves the buffer
         self.root = Path(root)
         self.disk_root = self.root / "disk"
         self.tape_root = self.root / "tape"
@@ -418,11 +419,18 @@ class TapeLibrary:
             finally:
                 temp.unlink(missing_ok=True)
             self.migrated += 1
+            self._migrated_at[lfn] = now
             migrated.append(lfn)
             log(f"migrated {lfn} to tape {posixpath.dirname(lfn)} ({stat.st_size} bytes)")
-            if self.evict_policy == "migrated" and not self._staged_recently(lfn):
-                self._evict_one(disk, lfn, "after migration")
-        if self.evict_policy == "lru" and self.buffer_bytes:
+        if self.evict_policy == "migrated":
+            # A migrated file leaves the buffer a migration delay later: whoever wrote it may still be closing or
+            # checksumming it (XRootD checksums a third-party copy once it has landed).
+            for lfn, when in list(self._migrated_at.items()):
+                if now - when >= delay:
+                    del self._migrated_at[lfn]
+                    if self.on_tape(lfn) and not self._staged_recently(lfn):
+                        self._evict_one(self.disk_path(lfn), lfn, "after migration")
+        elif self.buffer_bytes:
             self._evict_lru()
         return migrated
 

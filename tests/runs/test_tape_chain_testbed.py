@@ -24,7 +24,7 @@ from testbed.grid import Testbed
 
 from .test_runs_testbed import wait_for_run_end
 
-pytestmark = [pytest.mark.testbed]
+pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 MB = 10**6
 
