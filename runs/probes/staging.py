@@ -223,13 +223,15 @@ def stage_files(
         raise ValueError("the same file is asked for twice")
     if bulk_size < 1 or timeout <= 0 or poll_interval <= 0 or pin_time < 0:
         raise ValueError("need bulk_size >= 1, timeout > 0, poll_interval > 0 and pin_time >= 0")
+    # Where each file is, asked before the first request (and before the timeout starts to run).
+    localities = [locality_of(ctx, url) for url in urls]
     started = utcnow()
     result = StagingResult(start=started)
     observer = TapeRestObserver()
     deadline = time.monotonic() + timeout
-    items = [_File(url, index, index // bulk_size, started) for index, url in enumerate(urls)]
-    for item in items:
-        item.locality = locality_of(ctx, item.url)
+    items = [
+        _File(url, index, index // bulk_size, started, locality=localities[index]) for index, url in enumerate(urls)
+    ]
     tokens: dict[int, str] = {}
     for number in range(0, (len(urls) + bulk_size - 1) // bulk_size):
         batch = items[number * bulk_size : (number + 1) * bulk_size]

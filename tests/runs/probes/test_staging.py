@@ -98,7 +98,14 @@ def test_twenty_files_staged_with_two_drives_in_bulk_requests_fit_the_drive_mode
     model = private_tape.stage_delay + private_tape.mount_time + math.ceil(20 / private_tape.drives) * read
     one_drive = private_tape.stage_delay + private_tape.mount_time + 20 * read
     assert model - 0.1 <= result.seconds <= model + 2.5 < one_drive, (result.seconds, model)
-    assert result.to_dict()["staged"] == 20
+    summary = result.to_dict()
+    assert summary["staged"] == 20
+    # Asked before the recall (Tape REST archiveinfo through gfal2's user.status), all 20 were on tape only.
+    assert (summary["files_from_tape"], summary["files_already_online"]) == (20, 0)
+    assert summary["tape_rate"] == pytest.approx(20 * size / summary["tape_seconds"])
+    # Asked again, they are online already: none of them is a tape recall.
+    again = stage_files(tape_gfal, urls[:3], timeout=60, poll_interval=0.25).to_dict()
+    assert (again["files_from_tape"], again["files_already_online"], again["tape_rate"]) == (0, 3, None)
 
 
 def test_staging_through_root_prepare_brings_files_online(testbed: Testbed, gfal: Any) -> None:
@@ -110,6 +117,10 @@ def test_staging_through_root_prepare_brings_files_online(testbed: Testbed, gfal
     result = stage_files(gfal, urls, bulk_size=2, timeout=60, poll_interval=0.5)
     assert len(result.requests) == 2
     assert all(outcome.ok for outcome in result.files), [outcome.error for outcome in result.files]
+    # gfal2's xrootd plugin answers user.status "UNKNOWN" here: the files' place is not told, so no tape rate is
+    # claimed for them.
+    summary = result.to_dict()
+    assert (summary["files_from_tape"], summary["files_locality_unknown"], summary["tape_rate"]) == (0, 4, None)
     for path, outcome in zip(paths, result.files, strict=True):
         assert testbed.tape_disk_path(path).exists()
         assert outcome.bytes == 1_000_000
