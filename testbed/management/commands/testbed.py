@@ -89,4 +89,28 @@ class Command(BaseCommand):
             for row in rows:
                 state = "up" if row.answers else ("running, not answering" if row.running else "down")
                 self.stdout.write(f"  {row.endpoint.site:<10} {row.endpoint.name:<13} {row.endpoint.url:<40} {state}")
+            self._tape_status(testbed)
         return all(row.answers for row in rows)
+
+    def _tape_status(self, testbed: Testbed) -> None:
+        """The emulated tape: its configuration, drives and what it migrated and evicted."""
+        try:
+            tape = testbed.tape_rest_status()
+        except OSError:
+            return
+        config = tape.get("config", {})
+        self.stdout.write(
+            f"  tape: {config.get('drives')} drive(s) at {config.get('drive_rate', 0) / 1e6:g} MB/s, mount "
+            f"{config.get('mount_time')} s, stage delay {config.get('stage_delay')} s, migration after "
+            f"{config.get('migration_delay')} s, evict {config.get('evict')}, at most "
+            f"{config.get('max_request_files') or 'any number of'} files a request"
+        )
+        for drive in tape.get("drives", []):
+            self.stdout.write(
+                f"    drive {drive['index']}: tape {drive['tape'] or '-'}, {drive['mounts']} mounts, "
+                f"{drive['files_read']} files read"
+            )
+        self.stdout.write(
+            f"    {tape.get('migrated', 0)} files migrated, {tape.get('evicted', 0)} evicted, buffer "
+            f"{tape.get('buffer_bytes_used', 0) / 1e6:g} MB, {tape.get('queue', 0)} files queued"
+        )
