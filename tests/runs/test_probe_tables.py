@@ -168,3 +168,54 @@ def test_a_recall_faster_than_the_drives_is_flagged_as_not_a_tape_rate(viewer: C
     summary["tape_rate"] = 15e6  # slower than the drive: a tape rate
     Run.objects.filter(pk=run.pk).update(summary=summary)
     assert 'id="not-a-tape-rate"' not in viewer.get(f"/challenges/runs/{run.pk}/").content.decode()
+
+
+def test_the_tape_table_sets_dt_and_a_dt_side_by_side_against_their_targets(viewer: Client) -> None:
+    from challenges.models import Activity
+    from results.models import TransferRecord
+    from results.services import records_store
+    from sites.models import Capacity
+    from tests.sites.factories import SiteFactory, StorageEndpointFactory
+
+    challenge = ChallengeFactory(slug="tc22", name="TC22", start=T0)
+    atlas = ExperimentFactory(name="ATLAS")
+    source, tape_site = SiteFactory(name="T0"), SiteFactory(name="TAPE")
+    StorageEndpointFactory(site=tape_site, url="davs://tape.example.org:443/data", kind="tape")
+    Capacity.objects.create(site=tape_site, tape_drives=2, tape_drive_rate=50e6, staging_request_limit=5000)
+    dt = ActivityFactory(challenge=challenge, experiment=atlas, kind="tape-write", name="ATLAS DT", mode="DT")
+    adt = ActivityFactory(challenge=challenge, experiment=atlas, kind="staging", name="ATLAS A-DT", mode="A-DT")
+    dt.targets.create(site=tape_site, direction="in", rate=100e6)
+    adt.targets.create(site=tape_site, direction="out", rate=50e6)
+    write = Run.objects.create(activity=dt, kind="tape-write", state="finished", started_at=T0)
+    records_store(
+        records=[
+            TransferRecord(
+                experiment=atlas, source_site=source, destination_site=tape_site, bytes=100 * 10**6, state="ok",
+                start=T0 + timedelta(seconds=10 * n), end=T0 + timedelta(seconds=10 * n + 10), origin="probe",
+                origin_id=f"dt-{n}", run=write, activity=dt,
+            )
+            for n in range(4)
+        ]
+    )  # fmt: skip
+    summary = {
+        "start": "2026-01-05T02:00:00+00:00", "seconds": 40.0, "staged": 4, "failed": 0,
+        "requests": [{"files": 4}], "files": [], "files_from_tape": 4, "files_already_online": 0, "tape_rate": 40e6,
+    }  # fmt: skip
+    Run.objects.create(
+        activity=adt, kind="staging", state="finished", summary=summary, started_at=T0 + timedelta(hours=2),
+        parameters={"urls": [f"davs://tape.example.org:443/data/run/f{n}" for n in range(4)]},
+    )  # fmt: skip
+    rows = viewer.get("/challenges/tc22/probes/", {"table": "tape", "format": "json"}).json()["rows"]
+    assert [(r["mode"], r["site"], r["target_rate"], r["achieved_rate"]) for r in rows] == [
+        ("DT", "TAPE", 100e6, pytest.approx(10e6)),  # 400 MB over its 40 s active window
+        ("A-DT", "TAPE", 50e6, 40e6),
+    ]
+    assert rows[1]["achieved_of_target"] == pytest.approx(0.8)
+    assert (rows[1]["largest_request"], rows[1]["site_request_limit"], rows[1]["faster_than_drives"]) == (
+        4,
+        5000,
+        False,
+    )
+    page = viewer.get("/challenges/tc22/probes/").content.decode()
+    assert 'id="probes-tape"' in page and "4 / 0" in page
+    assert Activity.objects.count() == 2
