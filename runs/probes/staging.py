@@ -55,6 +55,13 @@ def _message(exc: Exception) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
+def _explained(message: str, files: int) -> str:
+    """gfal2's message, with what a 413 means here (gfal2 passes the status code on, not the endpoint's reason)."""
+    if "received 413" in message or "HTTP 413" in message:
+        return f"{message}: the endpoint refused a stage request of {files} files as too large; use a smaller bulk_size"
+    return message
+
+
 @dataclass
 class StagingResult:
     """Every file's outcome (mode "stage"), in the order asked, and the bulk requests that were sent."""
@@ -243,14 +250,15 @@ def stage_files(
         try:
             errors, token = ctx.bring_online([item.url for item in batch], pin_time, int(timeout), True)
         except gfal2.GError as exc:
-            record["error"] = _message(exc)
+            message = _explained(_message(exc), len(batch))
+            record["error"] = message
             for item in batch:
-                _finish(ctx, item, ok=False, end=utcnow(), error=_message(exc))
+                _finish(ctx, item, ok=False, end=utcnow(), error=message)
             continue
         tokens[number], record["token"] = token, token
         for item, error in zip(batch, errors, strict=True):
             if error is not None and error.code not in PENDING_CODES:
-                _finish(ctx, item, ok=False, end=utcnow(), error=error.message)
+                _finish(ctx, item, ok=False, end=utcnow(), error=_explained(error.message, len(batch)))
 
     while True:
         pending = [item for item in items if item.outcome is None]
