@@ -69,6 +69,7 @@ def staging_results(summary: dict[str, Any], *, tape_limit: float | None = None)
     tape_rate = summary.get("tape_rate")
     return {
         "files_from_tape": summary.get("files_from_tape"),
+        "mounts": summary.get("mounts"),
         "files_already_online": summary.get("files_already_online"),
         "files_locality_unknown": summary.get("files_locality_unknown"),
         "tape_rate": tape_rate,

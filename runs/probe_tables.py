@@ -65,6 +65,7 @@ COLUMNS: dict[str, list[str]] = {
         "median_stage_seconds",
         "files_from_tape",
         "files_already_online",
+        "mounts",
         "tape_rate",
         "tape_limit",
         "faster_than_drives",
@@ -155,7 +156,14 @@ def _staging_rows(run: Run, summary: dict[str, Any]) -> list[dict[str, Any]]:
             "median_stage_seconds": _median(file["stage_seconds"] for file in result["files"]),
             **{
                 name: result[name]
-                for name in ("files_from_tape", "files_already_online", "tape_rate", "tape_limit", "faster_than_drives")
+                for name in (
+                    "files_from_tape",
+                    "files_already_online",
+                    "mounts",
+                    "tape_rate",
+                    "tape_limit",
+                    "faster_than_drives",
+                )
             },
         }
     ]

@@ -133,16 +133,23 @@ def run_probe(run_id: int) -> None:
         if run.kind == ActivityKind.STAGING:
             from .probes.staging import stage_files
 
+            urls = list(parameters["urls"])
+            mounts_before = probe_context().tape_mounts(urls[0])
             staging = stage_files(
                 gfal2_context(),
-                list(parameters["urls"]),
+                urls,
                 bulk_size=parameters["bulk_size"],
                 pin_time=parameters["pin_time"],
                 timeout=parameters["timeout"],
                 poll_interval=parameters["poll_interval"],
                 cancel=cancelled,
             )
+            mounts_after = probe_context().tape_mounts(urls[0])
             outcomes, summary = list(staging.files), staging.to_dict()
+            # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
+            summary["mounts"] = (
+                mounts_after - mounts_before if mounts_before is not None and mounts_after is not None else None
+            )
         elif run.kind == ActivityKind.NETWORK:
             from .probes.network import network_probe
 

@@ -46,3 +46,14 @@ class TestbedProbeContext(ProbeContext):
             self.testbed.cache_flush()
             return
         super().cache_flush(cache_url)
+
+    def tape_mounts(self, url: str) -> int | None:
+        """The emulated tape's mounts so far (all drives), from its status; None for anything else."""
+        tape = [self.testbed.endpoint(name).url.rstrip("/") for name in ("tape.root", "tape.rest")]
+        if not any(url.startswith(base) for base in tape):
+            return super().tape_mounts(url)
+        try:
+            status = self.testbed.tape_rest_status()
+        except OSError:
+            return None
+        return sum(int(drive.get("mounts", 0)) for drive in status.get("drives", []))

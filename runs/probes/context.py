@@ -58,3 +58,8 @@ class ProbeContext:
         entries = entries if isinstance(entries, list) else [entries]
         free = [int(entry["unusedsize"]) for entry in entries if isinstance(entry, dict) and "unusedsize" in entry]
         return min(free) if free else None
+
+    def tape_mounts(self, url: str) -> int | None:
+        """Mounts the tape system behind url has made so far, where the deployment can see them (no tape API tells a
+        client its mounts): a recall's mounts are the difference before and after it. None: not known here."""
+        return None

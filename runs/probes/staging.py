@@ -70,6 +70,7 @@ class StagingResult:
     requests: list[dict[str, Any]] = field(default_factory=list)
     start: datetime | None = None
     end: datetime | None = None
+    released: int = 0
 
     @property
     def seconds(self) -> float:
@@ -110,6 +111,7 @@ class StagingResult:
             "staged": self.staged,
             "failed": self.failed,
             **self.tape_figures(),
+            "released": self.released,
             "requests": self.requests,
             "files": [outcome.to_dict() for outcome in self.files],
         }
@@ -219,11 +221,13 @@ def stage_files(
     timeout: float = 3600,
     poll_interval: float = 2.0,
     cancel: threading.Event | None = None,
+    release: bool = True,
 ) -> StagingResult:
     """Bring urls online in bulk requests of bulk_size; poll every poll_interval s until all are online or failed, or
     `timeout` seconds after the first request have passed: files still offline then fail with "staging timeout"
     (and their requests are aborted). Failed files keep gfal2's message. `cancel`, when set, ends the wait the same
-    way (the files still offline fail as cancelled) and the files already online are kept in the result."""
+    way (the files still offline fail as cancelled) and the files already online are kept in the result. With
+    `release` (the default) the files brought online are released at the end: a test recall leaves nothing pinned."""
     if not urls:
         raise ValueError("no files to stage")
     if len(set(urls)) != len(urls):
@@ -303,7 +307,22 @@ def stage_files(
             time.sleep(pause)
     result.files = [item.outcome for item in items if item.outcome is not None]
     result.end = max(outcome.end for outcome in result.files)
+    if release:
+        result.released = _release(ctx, items, tokens)
     return result
+
+
+def _release(ctx: Any, items: list[_File], tokens: dict[int, str]) -> int:
+    """Release what the recall brought online (its measure is taken), so that it leaves nothing pinned and the next
+    recall of these files comes from tape again. Returns the files released; a refusal leaves the file as it is."""
+    released = 0
+    for item in items:
+        if item.outcome is None or not item.outcome.ok or item.request not in tokens:
+            continue
+        with contextlib.suppress(gfal2.GError):
+            ctx.release(item.url, tokens[item.request])
+            released += 1
+    return released
 
 
 __all__ = ["StagingResult", "TapeRestObserver", "stage_files"]

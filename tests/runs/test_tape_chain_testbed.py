@@ -1,11 +1,14 @@
 """The tape chain on the real testbed (issue 18's measure): with one 20 MB/s drive and a 3 s mount, ATLAS DT writes
 8 x 20 MB into TB-TAPE; once they have migrated to tape (and left the buffer), the ATLAS A-DT recalls exactly those
 8 files through the Tape REST door with gfal2. It must take at least mount + bytes / rate = 3 + 160 MB / 20 MB/s =
-11 s, end finished, and say that all 8 came from tape."""
+11 s, end finished, and say that all 8 came from tape. And a recall whose worker is killed fails as worker lost."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -13,16 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge, Target
+from common import processes
 from runs.models import Run, RunFile
+from runs.reaper import runs_reap
 from runs.services import run_start
 from sites.models import Experiment, Site
 from testbed.client import gfal2_context
 from testbed.grid import Testbed
 
-from .test_runs_testbed import wait_for_run_end
+from .test_runs_testbed import wait_for, wait_for_run_end
 
 pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -107,5 +113,24 @@ def test_a_recall_of_what_dt_wrote_comes_from_tape_at_the_drives_pace(
     assert (summary["staged"], summary["files_from_tape"], summary["files_already_online"]) == (8, 8, 0)
     assert summary["seconds"] >= 11.0, summary["seconds"]  # mount 3 s + 160 MB at 20 MB/s
     assert summary["tape_rate"] <= 20e6 * 1.05, summary["tape_rate"]
+    assert summary["mounts"] == 1  # one run's files: one tape, read in one mount
     status = one_slow_drive.tape_rest_status()
     assert status["drives"][0]["mounts"] >= 1 and status["migrated"] >= 8
+
+
+@override_settings(DISPATCH_WORKER_LOST_AFTER=5)
+def test_a_recall_whose_worker_is_killed_fails_as_worker_lost(
+    one_slow_drive: Testbed, coordinator: Any, worker: Path
+) -> None:
+    directory = f"staging/killed-{uuid.uuid4().hex}"
+    paths = [f"{directory}/f{index}" for index in range(4)]
+    for path in paths:
+        one_slow_drive.tape_put(path, os.urandom(20 * MB))  # 4 s a file on the one drive, after a 3 s mount
+    urls = [one_slow_drive.url("tape.rest", path) for path in paths]
+    run = run_start(user=coordinator, kind="staging", parameters={"urls": urls, "poll_interval": 0.5, "timeout": 120})
+    wait_for(lambda: Run.objects.get(pk=run.pk).heartbeat is not None, 30, "the recall to start beating")
+    os.kill(processes.read_pid(worker) or 0, signal.SIGKILL)
+    time.sleep(7)
+    runs_reap()
+    run.refresh_from_db()
+    assert run.state == "failed" and run.message.startswith("worker lost"), run.message

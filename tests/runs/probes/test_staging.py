@@ -77,7 +77,7 @@ def test_twenty_files_staged_with_two_drives_in_bulk_requests_fit_the_drive_mode
     size = 4_000_000  # half a second of a drive each
     directory = f"staging/{uuid.uuid4().hex}"  # one directory: one cartridge
     urls = [private_tape.put(f"{directory}/file{index:02d}", os.urandom(size)) for index in range(20)]
-    result = stage_files(tape_gfal, urls, bulk_size=8, timeout=60, poll_interval=0.25)
+    result = stage_files(tape_gfal, urls, bulk_size=8, timeout=60, poll_interval=0.25, release=False)
 
     assert len(result.requests) == 3 and [request["files"] for request in result.requests] == [8, 8, 4]
     assert len({request["token"] for request in result.requests}) == 3
@@ -106,9 +106,13 @@ def test_twenty_files_staged_with_two_drives_in_bulk_requests_fit_the_drive_mode
     # Asked before the recall (Tape REST archiveinfo through gfal2's user.status), all 20 were on tape only.
     assert (summary["files_from_tape"], summary["files_already_online"]) == (20, 0)
     assert summary["tape_rate"] == pytest.approx(20 * size / summary["tape_seconds"])
-    # Asked again, they are online already: none of them is a tape recall.
+    # Kept online (release=False), asked again they are online already: none of them is a tape recall. That
+    # recall releases them (the default), so the next one comes from tape again.
     again = stage_files(tape_gfal, urls[:3], timeout=60, poll_interval=0.25).to_dict()
     assert (again["files_from_tape"], again["files_already_online"], again["tape_rate"]) == (0, 3, None)
+    assert again["released"] == 3
+    third = stage_files(tape_gfal, urls[:3], timeout=60, poll_interval=0.25).to_dict()
+    assert (third["files_from_tape"], third["files_already_online"]) == (3, 0)
 
 
 def test_staging_through_root_prepare_brings_files_online(testbed: Testbed, gfal: Any) -> None:
@@ -117,7 +121,7 @@ def test_staging_through_root_prepare_brings_files_online(testbed: Testbed, gfal
     for path in paths:
         testbed.tape_put(path, os.urandom(1_000_000))
     urls = [testbed.url("tape.root", path) for path in paths]
-    result = stage_files(gfal, urls, bulk_size=2, timeout=60, poll_interval=0.5)
+    result = stage_files(gfal, urls, bulk_size=2, timeout=60, poll_interval=0.5, release=False)
     assert len(result.requests) == 2
     assert all(outcome.ok for outcome in result.files), [outcome.error for outcome in result.files]
     # gfal2's xrootd plugin answers user.status "UNKNOWN" here: the files' place is not told, so no tape rate is
