@@ -315,6 +315,8 @@ TESTBED_TAPE_MIGRATION_DELAY = env.float("TESTBED_TAPE_MIGRATION_DELAY", default
 TESTBED_TAPE_EVICT = env.str("TESTBED_TAPE_EVICT", default="migrated")
 TESTBED_TAPE_BUFFER_BYTES = env.int("TESTBED_TAPE_BUFFER_BYTES", default=0)
 TESTBED_TAPE_MAX_REQUEST_FILES = env.int("TESTBED_TAPE_MAX_REQUEST_FILES", default=10000)
+# Migrated files fill tapes of this many bytes in turn (0: a file's tape is its directory).
+TESTBED_TAPE_CAPACITY = env.int("TESTBED_TAPE_CAPACITY", default=2_000_000_000)
 
 # The demo account made by `manage.py load_demo`; its password is generated once into DEMO_PASSWORD_FILE.
 DEMO_USERNAME = env.str("DEMO_USERNAME", default="demo")

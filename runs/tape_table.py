@@ -39,6 +39,7 @@ TAPE_COLUMNS = [
     "files_from_tape",
     "files_already_online",
     "mounts",
+    "mounts_per_hour",
     "time_to_first_file",
     "files_per_hour",
     "largest_request",
@@ -122,6 +123,11 @@ def tape_table(runs: Iterable[Run]) -> list[dict[str, Any]]:
                 "files_from_tape": result["files_from_tape"],
                 "files_already_online": result["files_already_online"],
                 "mounts": result["mounts"],
+                "mounts_per_hour": (
+                    result["mounts"] * 3600 / summary["seconds"]
+                    if result["mounts"] is not None and summary.get("seconds")
+                    else None
+                ),
                 "time_to_first_file": result["time_to_first_file"],
                 "files_per_hour": result["files_per_hour"],
                 "largest_request": max((int(r.get("files", 0)) for r in requests if isinstance(r, dict)), default=None),

@@ -70,6 +70,7 @@ class TestbedConfig:
     tape_evict: str = "migrated"
     tape_buffer_bytes: int = 0
     tape_max_request_files: int = 10000
+    tape_capacity: int = 2_000_000_000
     # Bytes per second the slowed origin serves (XRootD's throttle plugin), so that a cache in front of it pays off.
     # The throttle hands it out in shares of 100 ms (ORIGIN_INTERVAL_MS): a file of N times the rate takes N seconds.
     origin_rate: float = 4e6
@@ -90,6 +91,7 @@ class TestbedConfig:
             tape_evict=settings.TESTBED_TAPE_EVICT,
             tape_buffer_bytes=settings.TESTBED_TAPE_BUFFER_BYTES,
             tape_max_request_files=settings.TESTBED_TAPE_MAX_REQUEST_FILES,
+            tape_capacity=settings.TESTBED_TAPE_CAPACITY,
         )
 
 

@@ -158,6 +158,8 @@ class ServersMixin:
             str(self.config.tape_buffer_bytes),
             "--max-request-files",
             str(self.config.tape_max_request_files),
+            "--tape-capacity",
+            str(self.config.tape_capacity),
             "--sitename",
             TAPE_SITE,
         ]

@@ -34,6 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--evict", choices=["migrated", "lru"], default="migrated", help="when buffer files go")
     parser.add_argument("--buffer-bytes", type=int, default=0, help="with --evict lru: the buffer's size")
     parser.add_argument("--max-request-files", type=int, default=0, help="largest stage request (0: no limit)")
+    parser.add_argument("--tape-capacity", type=int, default=0, help="bytes a tape holds (0: a tape per directory)")
     parser.add_argument("--sitename", default="TESTBED-TAPE", help="sitename of the Tape REST discovery")
     return parser.parse_args(argv)
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         evict=args.evict,
         buffer_bytes=args.buffer_bytes,
         max_request_files=args.max_request_files,
+        tape_capacity=args.tape_capacity,
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(str(args.cert), str(args.key))

@@ -4,7 +4,6 @@ recall files from tape."""
 from __future__ import annotations
 
 import os
-import posixpath
 import shutil
 import threading
 import time
@@ -14,6 +13,8 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from .catalog import TapeCatalog
+from .migration import MigrationMixin
 from .model import (
     CANCELED,
     COMPLETED,
@@ -41,7 +42,7 @@ from .model import (
 )
 
 
-class TapeLibrary:
+class TapeLibrary(MigrationMixin):
     """The emulated tape: stage requests, a queue and the drives that serve it, and the migration of what is written
     into the disk buffer onto tape. Thread-safe.
 
@@ -66,6 +67,7 @@ class TapeLibrary:
         evict: str = "migrated",
         buffer_bytes: int = 0,
         max_request_files: int = 0,
+        tape_capacity: int = 0,
     ) -> None:
         if drives < 1 or drive_rate <= 0 or mount_time < 0 or stage_delay < 0:
             raise ValueError("need drives >= 1, drive_rate > 0, mount_time >= 0 and stage_delay >= 0")
@@ -97,6 +99,7 @@ class TapeLibrary:
         self._threads: list[threading.Thread] = []
         self.disk_root.mkdir(parents=True, exist_ok=True)
         self.tape_root.mkdir(parents=True, exist_ok=True)
+        self.catalog = TapeCatalog(self.tape_root / ".catalog.json", tape_capacity)
 
     # -- where files are --
 
@@ -159,7 +162,7 @@ class TapeLibrary:
             for path in normalized:
                 if path in request.files:
                     continue
-                task = FileTask(path, rid, now, now + self.stage_delay)
+                task = FileTask(path, rid, now, now + self.stage_delay, tape_label=self.catalog.tape_of(path))
                 request.files[path] = task
                 added.append(task)
                 if early is not None and (early[1] is None or path in early[1]):
@@ -355,6 +358,7 @@ class TapeLibrary:
                 "requests": len(self.requests),
                 "files": counts,
                 "migrated": self.migrated,
+                "tapes": self.catalog.summary(),
                 "evicted": self.evicted,
                 "buffer_bytes_used": self._buffer_used(),
                 "config": {
@@ -368,113 +372,6 @@ class TapeLibrary:
                     "max_request_files": self.max_request_files,
                 },
             }
-
-    # -- migration to tape, eviction from the buffer --
-
-    def _buffer_files(self) -> list[Path]:
-        return [
-            path
-            for path in self.disk_root.rglob("*")
-            if path.is_file() and not path.name.startswith(".") and ".recall-" not in path.name
-        ]
-
-    def _buffer_used(self) -> int:
-        total = 0
-        for path in self._buffer_files():
-            try:
-                total += path.stat().st_size
-            except FileNotFoundError:
-                continue
-        return total
-
-    def _lfn(self, disk: Path) -> str:
-        return "/" + str(disk.relative_to(self.disk_root))
-
-    def migrate_once(self, now: float | None = None) -> list[str]:
-        """Copy to tape the buffer's files not on tape that nobody changed for migration_delay seconds, evict by
-        the policy; returns the paths migrated."""
-        now = time.time() if now is None else now
-        delay = self.migration_delay or 0.0
-        migrated = []
-        for disk in self._buffer_files():
-            try:
-                stat = disk.stat()
-            except FileNotFoundError:
-                continue
-            lfn = self._lfn(disk)
-            tape = self.tape_path(lfn)
-            if now - stat.st_mtime < delay or (tape.is_file() and tape.stat().st_size == stat.st_size):
-                continue
-            owner = self.tape_root.stat()
-            _make_dirs(tape.parent, self.tape_root, owner.st_uid, owner.st_gid)
-            temp = tape.with_name(f".{tape.name}.migrate-{uuid.uuid4().hex[:8]}")
-            try:
-                shutil.copy2(disk, temp)
-                if disk.stat().st_mtime != stat.st_mtime:  # written to meanwhile: next time
-                    continue
-                _chown(temp, owner.st_uid, owner.st_gid)
-                os.replace(temp, tape)
-            except FileNotFoundError:
-                continue
-            finally:
-                temp.unlink(missing_ok=True)
-            self.migrated += 1
-            self._migrated_at[lfn] = now
-            migrated.append(lfn)
-            log(f"migrated {lfn} to tape {posixpath.dirname(lfn)} ({stat.st_size} bytes)")
-        if self.evict_policy == "migrated":
-            # A migrated file leaves the buffer a migration delay later: whoever wrote it may still be closing or
-            # checksumming it (XRootD checksums a third-party copy once it has landed).
-            for lfn, when in list(self._migrated_at.items()):
-                if now - when >= delay:
-                    del self._migrated_at[lfn]
-                    if self.on_tape(lfn) and not self._staged_recently(lfn):
-                        self._evict_one(self.disk_path(lfn), lfn, "after migration")
-        elif self.buffer_bytes:
-            self._evict_lru()
-        return migrated
-
-    def _staged_recently(self, lfn: str) -> bool:
-        """Whether a stage request asked for the file and has not been released (its copy is wanted online)."""
-        with self._cond:
-            return any(
-                lfn in request.files and request.files[lfn].state in (SUBMITTED, STARTED, COMPLETED)
-                for request in self.requests.values()
-            )
-
-    def _evict_one(self, disk: Path, lfn: str, why: str) -> None:
-        try:
-            disk.unlink()
-        except FileNotFoundError:
-            return
-        self.evicted += 1
-        log(f"evicted {lfn} from the disk buffer ({why})")
-
-    def _evict_lru(self) -> None:
-        """Least recently used first, files on tape only, until the buffer holds no more than buffer_bytes."""
-        entries = []
-        for disk in self._buffer_files():
-            try:
-                stat = disk.stat()
-            except FileNotFoundError:
-                continue
-            entries.append((max(stat.st_atime, stat.st_mtime), stat.st_size, disk))
-        used = sum(size for _, size, _ in entries)
-        for _, size, disk in sorted(entries, key=lambda entry: entry[0]):
-            if used <= self.buffer_bytes:
-                break
-            lfn = self._lfn(disk)
-            if self.on_tape(lfn) and not self._staged_recently(lfn):
-                self._evict_one(disk, lfn, f"buffer over {self.buffer_bytes} bytes")
-                used -= size
-
-    def _migrate_loop(self) -> None:
-        interval = min(max((self.migration_delay or 0.0) / 2, 0.2), 2.0)
-        while not self._stop.wait(interval):
-            try:
-                self.migrate_once()
-            except Exception as exc:  # keep migrating: a file that vanished mid-copy is the next pass's
-                log(f"migration pass failed: {exc!r}")
 
     # -- the drives --
 

@@ -73,11 +73,12 @@ class FileTask:
     finished: float | None = None
     error: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    tape_label: str = ""  # the cartridge the catalog put it on
 
     @property
     def tape(self) -> str:
-        """The cartridge the file is on: its parent directory."""
-        return posixpath.dirname(self.path)
+        """The cartridge the file is on: the catalog's, else its parent directory."""
+        return self.tape_label or posixpath.dirname(self.path)
 
 
 @dataclass

@@ -341,3 +341,22 @@ def test_the_tape_rest_api_answers_as_gfal2_expects_and_refuses_bad_input(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_migrated_files_fill_tapes_of_a_fixed_capacity_and_a_recall_mounts_each_once(
+    tmp_path: Path, make_library: Callable[..., TapeLibrary]
+) -> None:
+    library = make_library(drives=1, drive_rate=10_000, mount_time=0.2, tape_capacity=250)
+    for index in range(4):
+        path = put(tmp_path, "disk", f"/data/run/f{index}")
+        os.utime(path, (1000 + index, 1000 + index))
+    assert library.migrate_once() == [f"/data/run/f{index}" for index in range(4)]  # oldest first by name
+    assert [library.catalog.tape_of(f"/data/run/f{index}") for index in range(4)] == [
+        "T00001", "T00001", "T00002", "T00002"
+    ]  # fmt: skip
+    assert [library.locality(f"/data/run/f{index}") for index in range(4)] == ["TAPE"] * 4  # evicted (no delay)
+    request = library.submit([f"/data/run/f{index}" for index in (0, 2, 1, 3)])  # asked across the two tapes
+    wait_for(lambda: request.completed() is not None)
+    assert library.drives[0].mounts == 2  # one per tape
+    again = TapeLibrary(tmp_path, tape_capacity=250)  # the catalog outlives the daemon
+    assert again.catalog.tape_of("/data/run/f3") == "T00002" and again.status_json()["tapes"]["tapes"] == 2

@@ -110,7 +110,10 @@ class Command(BaseCommand):
                 f"    drive {drive['index']}: tape {drive['tape'] or '-'}, {drive['mounts']} mounts, "
                 f"{drive['files_read']} files read"
             )
+        tapes = tape.get("tapes", {})
         self.stdout.write(
-            f"    {tape.get('migrated', 0)} files migrated, {tape.get('evicted', 0)} evicted, buffer "
+            f"    {tapes.get('files', 0)} files on {tapes.get('tapes', 0)} tapes of "
+            f"{tapes.get('capacity', 0) / 1e9:g} GB; "
+            f"{tape.get('migrated', 0)} files migrated, {tape.get('evicted', 0)} evicted, buffer "
             f"{tape.get('buffer_bytes_used', 0) / 1e6:g} MB, {tape.get('queue', 0)} files queued"
         )
