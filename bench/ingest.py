@@ -165,6 +165,41 @@ def registry_setup() -> str:
     return key
 
 
+def plan_setup(activities: int) -> None:
+    """A challenge over the messages' week with `activities` ATLAS activities whose targets the messages' flows hit
+    (into INFN-T1, out of CERN-PROD, the link BNL-ATLAS -> UAM-LCG2, ...), one of them naming the messages' DDM
+    activity: every batch is attributed for real (results.attribution), as in a challenge."""
+    from datetime import UTC, datetime, timedelta
+
+    from challenges.models import Activity, Challenge, Target
+    from sites.models import Experiment, Site
+
+    Challenge.objects.filter(slug="bench-ingest").delete()
+    if not activities:
+        return
+    atlas = Experiment.objects.get(name="ATLAS")
+    start = datetime.fromtimestamp(T0_MS / 1000, UTC).replace(minute=0, second=0, microsecond=0)
+    challenge = Challenge.objects.create(
+        name="bench ingest", slug="bench-ingest", start=start, end=start + timedelta(days=8)
+    )
+    sites = {site.name: site for site in Site.objects.all()}
+    places = [("INFN-T1", "in"), ("CERN-PROD", "out"), ("UAM-LCG2", "in"), ("BNL-ATLAS", "out")]
+    for index in range(activities):
+        activity = Activity.objects.create(
+            challenge=challenge,
+            name=f"ATLAS activity {index}",
+            experiment=atlas,
+            mode="T0 export",
+            kind="transfer",
+            start=challenge.start,
+            end=challenge.end,
+            ddm_activities=["Data Consolidation"] if index == 0 else [],
+        )
+        site, direction = places[index % len(places)]
+        Target.objects.create(activity=activity, site=sites[site], direction=direction, rate=1e9)
+        Target.objects.create(activity=activity, link_from=sites["BNL-ATLAS"], link_to=sites["UAM-LCG2"], rate=1e9)
+
+
 def records_empty() -> None:
     from django.db import connection
 
@@ -264,6 +299,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2, help="concurrent posting connections")
     parser.add_argument("--port", type=int, default=0, help="the server's port (default: a free one)")
     parser.add_argument("--database", default=None, help="database name (default: <DATABASE_URL name>_ingest_bench)")
+    parser.add_argument("--activities", type=int, default=4, help="plan activities the records are attributed to")
     args = parser.parse_args()
 
     database_url = bench_database_url(args.database)
@@ -281,6 +317,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     records_empty()
     key = registry_setup()
+    plan_setup(args.activities)
     connection.close()
 
     began = time.perf_counter()
@@ -321,6 +358,8 @@ def main() -> None:
         f"accepted {totals['accepted']:,}, duplicates {totals['duplicates']:,}, rejected {totals['rejected']:,}"
     )
     print(f"stored: {stored:,} records; rollup files ok {files['ok']:,}, failed {files['failed']:,}")
+    attributed = TransferRecord.objects.filter(activity__isnull=False).count()
+    print(f"attributed to the plan's {args.activities} activities: {attributed:,} records")
     copy_seconds = bare_copy(args.messages, args.batch)
     copy_rate = args.messages / copy_seconds
     print(f"bare COPY of the same rows into an unindexed table: {copy_seconds:.1f} s, {copy_rate:,.0f} rows/s")
