@@ -296,6 +296,16 @@ def test_a_coordinator_creates_an_activity_and_is_sent_to_add_its_targets(
     activity = Activity.objects.get()
     assert response["Location"] == f"/challenges/tc22/activities/{activity.pk}/targets/new/"
     assert (activity.challenge, activity.start, activity.source) == (challenge, at(14), cnaf)
+    assert activity.ddm_activities == []  # none given: any DDM activity
+
+
+def test_the_activity_form_takes_ddm_activities_comma_separated(
+    coordinator: Client, challenge: Challenge, atlas: Experiment
+) -> None:
+    coordinator.post(
+        "/challenges/tc22/activities/new/", activity_data(atlas, ddm_activities="T0 Export, Data Challenge")
+    )
+    assert Activity.objects.get().ddm_activities == ["T0 Export", "Data Challenge"]
 
 
 @pytest.mark.parametrize(
@@ -306,6 +316,11 @@ def test_a_coordinator_creates_an_activity_and_is_sent_to_add_its_targets(
         ({"end": "2022-03-27T00:00"}, "end", "after the challenge ends (2022-03-26 00:00 UTC)"),
         ({"source": "KIT"}, "source", "KIT does not serve ATLAS"),
         ({"name": "taken"}, "name", "the challenge already has an activity named taken"),
+        (
+            {"ddm_activities": "T0 Export, t0 export"},
+            "ddm_activities",
+            "'t0 export' is given twice (names are matched ignoring case)",
+        ),
     ],
 )
 def test_the_activity_form_shows_each_problem_in_place_and_stores_nothing(
