@@ -50,12 +50,12 @@ GENERATE = """
 INSERT INTO results_transferrecord
     (experiment_id, source_site_id, destination_site_id, bytes, start, "end", state, error_message,
      error_category, mode, concurrency, origin, origin_id, source_url, destination_url, transfer_key, source_host,
-     destination_host, attempt)
+     destination_host, attempt, ddm_activity)
 SELECT e.id, src.id, dst.id, 5000000000, s.start, s.start + s.duration,
        CASE WHEN s.i %% 33 = 0 THEN 'failed' ELSE 'ok' END,
        CASE WHEN s.i %% 33 = 0 THEN 'Connection timed out' ELSE '' END, '',
        (ARRAY['pull', 'push', 'streamed'])[1 + s.x %% 3], (ARRAY[10, 40, 100])[1 + s.x %% 3],
-       'fts', 'bench-' || s.i, '', '', '', '', '', 1
+       'fts', 'bench-' || s.i, '', '', '', '', '', 1, ''
 FROM (
     SELECT i, i %% 3 AS x,
            timestamptz '2022-03-07 00:00+00' + random() * interval '21 days' AS start,
@@ -78,6 +78,7 @@ def build(*, records: int, name: str) -> tuple[Any, int, float, int, float]:
     from django.db import connection
 
     from challenges.models import Activity, Challenge, Target
+    from results.attribution import records_attribute_all_sql
     from results.rollups import rollups_rebuild
     from sites.models import Experiment, Site
 
@@ -120,6 +121,9 @@ def build(*, records: int, name: str) -> tuple[Any, int, float, int, float]:
         stored = cursor.rowcount
         cursor.execute("ANALYZE results_transferrecord")
     generated = time.perf_counter() - began
+    began = time.perf_counter()
+    attributed = records_attribute_all_sql()  # the records count for their activities (results.attribution)
+    print(f"attributed {attributed:,} records to the plan's activities in {time.perf_counter() - began:.1f} s")
     began = time.perf_counter()
     rows = rollups_rebuild()
     with connection.cursor() as cursor:

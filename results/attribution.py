@@ -188,6 +188,22 @@ def _chunk_reattribute(ids: list[int]) -> int:
     return moved
 
 
+def records_attribute_all_sql() -> int:
+    """Apply the rules to every ingested record in one UPDATE, the rollups untouched: for bulk loads that rebuild
+    the rollups afterwards (rollups_rebuild), never while writers run. Returns the records that changed."""
+    chosen = _CHOSEN.format(key="id", table="results_transferrecord", where="TRUE")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE results_transferrecord AS r SET activity_id = c.activity_id
+            FROM (SELECT t.id, c.activity_id FROM results_transferrecord AS t LEFT JOIN ({chosen}) AS c
+                  ON c.rid = t.id WHERE t.run_id IS NULL) AS c
+            WHERE r.id = c.id AND r.activity_id IS DISTINCT FROM c.activity_id
+            """
+        )
+        return int(cursor.rowcount)
+
+
 def records_attribute_moved(*, table_of_ids: str) -> None:
     """Apply the rules to the records listed in a temporary table of ids (whose sites were just re-matched, inside
     the caller's transaction, with their old contributions already taken out of the rollups)."""

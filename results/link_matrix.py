@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from .models import TransferRecord
@@ -95,13 +95,26 @@ def union_seconds(intervals: Iterable[tuple[datetime, datetime]]) -> float:
 # Per cell (link, and mode / concurrency when split; -1 stands for a NULL concurrency so that cells join): the
 # counts, and the union of the transfers' intervals as gaps and islands: a transfer opens an island when it starts
 # after every earlier one (in start order) has ended; an island lasts from its first start to its last end.
+# {records} is the SELECT of the records' columns (RECORD_COLUMNS, in order). Each part is computed once
+# (MATERIALIZED): the planner's estimates of a filtered set of records are rough, and a re-run of the counts per
+# cell cost seconds at a million records (measured with bench/rates.py).
+RECORD_COLUMNS = (
+    "source_site_id",
+    "destination_site_id",
+    "mode",
+    "concurrency",
+    "start",
+    "end",
+    "bytes",
+    "state",
+    "error_message",
+    "run_id",
+)
 LINK_CELLS = """
-WITH r AS (
-    SELECT t.source_site_id AS s, t.destination_site_id AS d, {mode} AS mode, {concurrency} AS concurrency,
-           t.start, greatest(t."end", t.start) AS "end", t.bytes, t.state, t.error_message, t.run_id
-    FROM results_transferrecord AS t
-    WHERE t.id IN ({records}) AND t.source_site_id IS NOT NULL AND t.destination_site_id IS NOT NULL
-      AND t.state IN ('ok', 'failed')
+WITH r AS MATERIALIZED (
+    SELECT s, d, {mode} AS mode, {concurrency} AS concurrency, start, greatest("end", start) AS "end", bytes, state,
+           error_message, run_id
+    FROM ({records}) AS q(s, d, record_mode, record_concurrency, start, "end", bytes, state, error_message, run_id)
 ), marked AS (
     SELECT s, d, mode, concurrency, start, "end",
            CASE WHEN start <= max("end") OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end"
@@ -113,30 +126,42 @@ WITH r AS (
            sum(opens) OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end" ROWS UNBOUNDED PRECEDING)
                AS island
     FROM marked
-), active AS (
+), active AS MATERIALIZED (
     SELECT s, d, mode, concurrency, sum(seconds) AS active_seconds
     FROM (SELECT s, d, mode, concurrency, extract(epoch FROM max("end") - min(start)) AS seconds
           FROM islands GROUP BY s, d, mode, concurrency, island) AS spans
     GROUP BY s, d, mode, concurrency
-), totals AS (
+), totals AS MATERIALIZED (
+    -- plain sums and counts: a hash aggregate, no sort of the records
     SELECT s, d, mode, concurrency,
            coalesce(sum(bytes) FILTER (WHERE state = 'ok'), 0) AS volume,
            count(*) FILTER (WHERE state = 'ok') AS files_ok,
            count(*) FILTER (WHERE state = 'failed') AS files_failed,
            coalesce(sum(bytes / extract(epoch FROM "end" - start)) FILTER (WHERE state = 'ok' AND "end" > start), 0)
-               AS sum_of_file_rates,
-           array_agg(DISTINCT run_id) FILTER (WHERE run_id IS NOT NULL) AS runs,
-           mode() WITHIN GROUP (ORDER BY left(error_message, 300))
-               FILTER (WHERE state = 'failed' AND error_message <> '') AS top_error
+               AS sum_of_file_rates
     FROM r GROUP BY s, d, mode, concurrency
+), runs AS MATERIALIZED (
+    SELECT s, d, mode, concurrency, array_agg(run_id) AS runs
+    FROM (SELECT DISTINCT s, d, mode, concurrency, run_id FROM r WHERE run_id IS NOT NULL) AS distinct_runs
+    GROUP BY s, d, mode, concurrency
+), errors AS MATERIALIZED (
+    -- the failed records only (a few per cent) are sorted for the most common message
+    SELECT s, d, mode, concurrency, mode() WITHIN GROUP (ORDER BY message) AS top_error
+    FROM (SELECT s, d, mode, concurrency, left(error_message, 300) AS message FROM r
+          WHERE state = 'failed' AND error_message <> '') AS failed
+    GROUP BY s, d, mode, concurrency
 )
 SELECT src.name, dst.name, t.mode, t.concurrency, t.volume, a.active_seconds, t.sum_of_file_rates, t.files_ok,
-       t.files_failed, t.runs, t.top_error
+       t.files_failed, runs.runs, errors.top_error
 FROM totals AS t
 JOIN active AS a ON (a.s, a.d, a.mode, a.concurrency) = (t.s, t.d, t.mode, t.concurrency)
+LEFT JOIN runs ON (runs.s, runs.d, runs.mode, runs.concurrency) = (t.s, t.d, t.mode, t.concurrency)
+LEFT JOIN errors ON (errors.s, errors.d, errors.mode, errors.concurrency) = (t.s, t.d, t.mode, t.concurrency)
 JOIN sites_site AS src ON src.id = t.s
 JOIN sites_site AS dst ON dst.id = t.d
 """
+# Sorting half a million records spills to disk at PostgreSQL's default work_mem (4 MB): this query may use more.
+LINK_CELLS_WORK_MEM = "64MB"
 
 
 def link_matrix(records: QuerySet[TransferRecord], *, split: Sequence[str] = ()) -> list[LinkCell]:
@@ -145,16 +170,20 @@ def link_matrix(records: QuerySet[TransferRecord], *, split: Sequence[str] = ())
     unknown = set(split) - set(SPLITS)
     if unknown:
         raise ValueError(f"split by {', '.join(SPLITS)}, not {', '.join(sorted(unknown))}")
+    selected_records = records.filter(
+        source_site__isnull=False, destination_site__isnull=False, state__in=("ok", "failed")
+    ).order_by()
     try:
-        selected, params = records.order_by().values("id").query.sql_with_params()
+        selected, params = selected_records.values_list(*RECORD_COLUMNS).query.sql_with_params()
     except EmptyResultSet:  # e.g. activity_id__in=[]: Django knows no row can match
         return []
     query = LINK_CELLS.format(
         records=selected,
-        mode="t.mode" if "mode" in split else "''",
-        concurrency="coalesce(t.concurrency, -1)" if "concurrency" in split else "-1",
+        mode="record_mode" if "mode" in split else "''",
+        concurrency="coalesce(record_concurrency, -1)" if "concurrency" in split else "-1",
     )
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL work_mem = '{LINK_CELLS_WORK_MEM}'")
         cursor.execute(query, params)
         rows = cursor.fetchall()
     cells = [

@@ -297,3 +297,17 @@ def test_the_about_page_writes_the_rules_and_the_last_reattribution(world: dict[
     assert "Which transfers count for which activity" in text
     assert "a link target before a" in text
     assert "Last re-attribution of records to activities: 0 of 0 records moved" in text
+
+
+def test_attributing_every_record_at_once_gives_what_the_writer_gave(world: dict[str, Any]) -> None:
+    from results.attribution import records_attribute_all_sql
+
+    export = activity(world, name="export", ddm=["T0 Export"])
+    anything = activity(world, name="anything")
+    record_rows_store(rows=[row(world, minute=1, ddm="T0 Export"), row(world, minute=2, ddm="Express")])
+    given = dict(TransferRecord.objects.values_list("origin_id", "activity_id"))
+    assert set(given.values()) == {export.activity_id, anything.activity_id}
+    TransferRecord.objects.update(activity=None)
+    assert records_attribute_all_sql() == 2
+    assert dict(TransferRecord.objects.values_list("origin_id", "activity_id")) == given
+    assert records_attribute_all_sql() == 0
