@@ -278,6 +278,10 @@ if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
     AUTHENTICATION_BACKENDS.append("sites.oidc.PortalOIDCBackend")
 
+# The FROM x TO matrix of a challenge with more transfers than this counts active time to the minute, from the
+# rollup, rather than as the exact union of the transfers' intervals (results/matrix_rollup.py).
+RESULTS_MATRIX_EXACT_LIMIT = env.int("RESULTS_MATRIX_EXACT_LIMIT", default=1_000_000)
+
 # Ingestion of DDM messages: the largest request body of a batch, and the STOMP broker `manage.py consume` reads.
 INGEST_MAX_BODY_BYTES = env.int("INGEST_MAX_BODY_BYTES", default=64 * 1024 * 1024)
 INGEST_STOMP_HOST = env.str("INGEST_STOMP_HOST", default="127.0.0.1")

@@ -34,7 +34,7 @@ class LinkCell:
     concurrency: int | None = None
     volume: int = 0
     active_seconds: float = 0.0
-    sum_of_file_rates: float = 0.0
+    sum_of_file_rates: float | None = 0.0  # None: not computed (a large challenge's matrix, see matrix_rollup)
     files_ok: int = 0
     files_failed: int = 0
     runs: set[int] = field(default_factory=set)

@@ -27,6 +27,7 @@ from challenges.models import Activity, Challenge
 from common.units import rate_text, size_text
 
 from .link_matrix import SPLITS, LinkCell, link_matrix
+from .matrix_rollup import matrix_exact_limit, rollup_cells, rollup_offered, transfers_counted
 from .models import RollupVersion, TransferRecord
 from .rates import results_cache_get, results_cache_set
 
@@ -45,6 +46,8 @@ class Matrix:
     mode: str | None = None
     concurrency: int | None = None
     split: tuple[str, ...] = ()
+    transfers: int = 0  # files that ended, of the challenge's activities (the hourly rollup's count)
+    resolution: str = "exact"  # "exact": active time from the records; "minute": from the per-minute rollup
 
     def grid(self, cells: Sequence[LinkCell] | None = None) -> list[tuple[str, list[LinkCell | None]]]:
         """Rows of source sites, each with one cell (or None) per destination site, of these cells (one group of a
@@ -69,7 +72,7 @@ def _group_order(item: tuple[tuple[str | None, int | None], Any]) -> tuple[str, 
     return (mode or "", concurrency or 0)
 
 
-MATRIX_CACHE_PREFIX = "results:matrix:v2:"
+MATRIX_CACHE_PREFIX = "results:matrix:v3:"
 
 
 def challenge_activity_ids(*, challenge: Challenge, experiment_ids: Collection[int] | None) -> list[int]:
@@ -109,24 +112,31 @@ def matrix_for_challenge(
     key = MATRIX_CACHE_PREFIX + hashlib.sha256(repr(parts).encode()).hexdigest()
     cached = results_cache_get([key]).get(key) if versions else None
     if cached is not None:
-        cells, modes, concurrencies = cached
+        cells, modes, concurrencies, transfers, resolution = cached
     else:
-        selected = records
-        if mode is not None:
-            selected = selected.filter(mode=mode)
-        if concurrency is not None:
-            selected = selected.filter(concurrency=concurrency)
-        cells = link_matrix(selected, split=split)
-        offered = set(
-            records.filter(source_site__isnull=False, destination_site__isnull=False)
-            .values_list("mode", "concurrency")
-            .distinct()
-            .order_by()
-        )
+        transfers = transfers_counted(activity_ids)
+        if transfers > matrix_exact_limit():
+            resolution = "minute"
+            cells = rollup_cells(activity_ids=activity_ids, mode=mode, concurrency=concurrency, split=split)
+            offered = rollup_offered(activity_ids)
+        else:
+            resolution = "exact"
+            selected = records
+            if mode is not None:
+                selected = selected.filter(mode=mode)
+            if concurrency is not None:
+                selected = selected.filter(concurrency=concurrency)
+            cells = link_matrix(selected, split=split)
+            offered = set(
+                records.filter(source_site__isnull=False, destination_site__isnull=False)
+                .values_list("mode", "concurrency")
+                .distinct()
+                .order_by()
+            )
         modes = sorted({m for m, _ in offered if m})
         concurrencies = sorted({c for _, c in offered if c is not None})
         if versions:
-            results_cache_set({key: (cells, modes, concurrencies)})
+            results_cache_set({key: (cells, modes, concurrencies, transfers, resolution)})
     for cell in cells:  # an unsplit cell stands for the selection
         cell.mode = cell.mode if "mode" in split else mode
         cell.concurrency = cell.concurrency if "concurrency" in split else concurrency
@@ -140,6 +150,8 @@ def matrix_for_challenge(
         mode=mode,
         concurrency=concurrency,
         split=tuple(split),
+        transfers=transfers,
+        resolution=resolution,
     )
 
 

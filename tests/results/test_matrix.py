@@ -208,9 +208,9 @@ def test_another_challenges_traffic_on_the_same_link_is_not_in_the_matrix(two_li
 
 def test_the_matrix_reads_the_records_in_one_query(two_links: dict[str, Any], django_assert_num_queries: Any) -> None:
     cache.clear()
-    # the activities; the rollup versions; the cells with the site names, in a savepoint that gives the query its
-    # work_mem (SAVEPOINT, SET LOCAL, the query, RELEASE); the modes and concurrencies on offer
-    with django_assert_num_queries(7):
+    # the activities; the rollup versions; the transfers counted (hourly rollup); the cells with the site names, in
+    # a savepoint that gives the query its work_mem (SAVEPOINT, SET LOCAL, the query, RELEASE); the modes on offer
+    with django_assert_num_queries(8):
         matrix_for_challenge(challenge=two_links["challenge"], split=["mode"])
 
 
@@ -279,9 +279,9 @@ def test_the_matrix_exports_csv_and_json_split_by_mode(viewer: Client, two_links
 def test_the_matrix_page_takes_a_bounded_number_of_queries(
     viewer: Client, two_links: dict[str, Any], django_assert_max_num_queries: Any
 ) -> None:
-    # session, user, challenge, activities, rollup versions, cells (not cached yet; 4 with their savepoint and
-    # work_mem), modes on offer, memberships, site reports, experiments
-    with django_assert_max_num_queries(13):
+    # session, user, challenge, activities, rollup versions, transfers counted, cells (not cached yet; 4 with their
+    # savepoint and work_mem), modes on offer, memberships, site reports, experiments
+    with django_assert_max_num_queries(14):
         assert viewer.get("/results/tc/matrix/").status_code == 200
 
 
@@ -352,3 +352,20 @@ def test_the_matrix_page_splits_into_one_table_per_mode(viewer: Client, two_link
     assert text.count('<table class="matrix">') == 3  # pull, push, streamed
     assert "<h2>pull</h2>" in text and "<h2>push</h2>" in text and "<h2>streamed</h2>" in text
     assert "selected>one per mode" in text
+
+
+def test_a_large_challenges_matrix_counts_active_time_to_the_minute(
+    two_links: dict[str, Any], viewer: Client, settings: Any
+) -> None:
+    settings.RESULTS_MATRIX_EXACT_LIMIT = 3  # the two links' 4 transfers are "many"
+    result = matrix_for_challenge(challenge=two_links["challenge"])
+    assert (result.resolution, result.transfers) == ("minute", 4)
+    cern_cnaf = cells_by_link(result)[("CERN", "CNAF", None, None)]
+    assert cern_cnaf.volume == pytest.approx(2160 * GB)  # exact: the rollup's sums
+    assert (cern_cnaf.files_ok, cern_cnaf.files_failed) == (2, 1)
+    assert cern_cnaf.active_seconds == 60 * 60  # minutes 0 to 58 moved data, the pull ended in minute 59
+    assert cern_cnaf.sum_of_file_rates is None and cern_cnaf.runs == set()
+    split = cells_by_link(matrix_for_challenge(challenge=two_links["challenge"], split=["mode"]))
+    assert split[("CERN", "CNAF", "push", None)].active_seconds == 11 * 60  # 10-19 moving, 20 its end (exact: 600)
+    text = viewer.get("/results/tc/matrix/").content.decode()
+    assert 'id="matrix-resolution"' in text and "counted to the minute" in text
