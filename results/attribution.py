@@ -62,6 +62,20 @@ ORDER BY r.{{key}},
 """
 
 
+def _changes_sql(where: str) -> str:
+    """(id, activity_id) of the stored records chosen by `where` (on alias r, run_id IS NULL implied) whose
+    activity the rules now give differently: NULL where no activity claims them any more."""
+    chosen = _CHOSEN.format(key="id", table="results_transferrecord", where=where)
+    return f"""
+        SELECT r.id, c.activity_id
+        FROM results_transferrecord AS r LEFT JOIN ({chosen}) AS c ON c.rid = r.id
+        WHERE ({where}) AND r.run_id IS NULL AND r.activity_id IS DISTINCT FROM c.activity_id
+    """
+
+
+_APPLY = "UPDATE results_transferrecord AS r SET activity_id = m.activity_id FROM ({changes}) AS m WHERE r.id = m.id"
+
+
 def batch_attribute_sql() -> None:
     """Give the ingested rows of the writer's record_batch (no run) their activity, before they are inserted."""
     with connection.cursor() as cursor:
@@ -166,24 +180,14 @@ def _chunk_reattribute(ids: list[int]) -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RECORDS_LOCK])
         cursor.execute("DROP TABLE IF EXISTS pg_temp.attribution_move")
-        chosen = _CHOSEN.format(key="id", table="results_transferrecord", where="r.id = ANY(%s)")
         cursor.execute(
-            f"""
-            CREATE TEMP TABLE attribution_move ON COMMIT DROP AS
-            SELECT r.id, c.activity_id
-            FROM results_transferrecord AS r LEFT JOIN ({chosen}) AS c ON c.rid = r.id
-            WHERE r.id = ANY(%s) AND r.run_id IS NULL AND r.activity_id IS DISTINCT FROM c.activity_id
-            """,
-            [ids, ids],
+            f"CREATE TEMP TABLE attribution_move ON COMMIT DROP AS {_changes_sql('r.id = ANY(%s)')}", [ids, ids]
         )
         moved = int(cursor.rowcount)
         if not moved:
             return 0
         rollup_add_sql(records=_MOVED, sign=-1)
-        cursor.execute(
-            "UPDATE results_transferrecord AS r SET activity_id = m.activity_id FROM attribution_move AS m "
-            "WHERE r.id = m.id"
-        )
+        cursor.execute(_APPLY.format(changes="SELECT * FROM attribution_move"))
         rollup_add_sql(records=_MOVED, sign=1)
     return moved
 
@@ -191,31 +195,16 @@ def _chunk_reattribute(ids: list[int]) -> int:
 def records_attribute_all_sql() -> int:
     """Apply the rules to every ingested record in one UPDATE, the rollups untouched: for bulk loads that rebuild
     the rollups afterwards (rollups_rebuild), never while writers run. Returns the records that changed."""
-    chosen = _CHOSEN.format(key="id", table="results_transferrecord", where="TRUE")
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE results_transferrecord AS r SET activity_id = c.activity_id
-            FROM (SELECT t.id, c.activity_id FROM results_transferrecord AS t LEFT JOIN ({chosen}) AS c
-                  ON c.rid = t.id WHERE t.run_id IS NULL) AS c
-            WHERE r.id = c.id AND r.activity_id IS DISTINCT FROM c.activity_id
-            """
-        )
+        cursor.execute(_APPLY.format(changes=_changes_sql("TRUE")))
         return int(cursor.rowcount)
 
 
 def records_attribute_moved(*, table_of_ids: str) -> None:
     """Apply the rules to the records listed in a temporary table of ids (whose sites were just re-matched, inside
     the caller's transaction, with their old contributions already taken out of the rollups)."""
-    chosen = _CHOSEN.format(key="id", table="results_transferrecord", where=f"r.id IN (SELECT id FROM {table_of_ids})")
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE results_transferrecord AS r SET activity_id = c.activity_id
-            FROM (SELECT m.id, c.activity_id FROM {table_of_ids} AS m LEFT JOIN ({chosen}) AS c ON c.rid = m.id) AS c
-            WHERE r.id = c.id AND r.run_id IS NULL
-            """
-        )
+        cursor.execute(_APPLY.format(changes=_changes_sql(f"r.id IN (SELECT id FROM {table_of_ids})")))
 
 
 def scope_everything() -> Scope:

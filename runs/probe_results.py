@@ -5,10 +5,12 @@ filled; staging queue and stage times, time to first file, files per hour). Read
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from challenges.choices import ActivityKind
+from sites.models import StorageEndpoint
 from sites.selectors import endpoint_for_url
 
 from .models import Run
@@ -85,10 +87,11 @@ def staging_results(summary: dict[str, Any], *, tape_limit: float | None = None)
     }
 
 
-def staging_tape_limit(run: Run) -> float | None:
-    """All drives of the recalled endpoint's site together (bytes per second), from the registry; None unknown."""
+def staging_tape_limit(run: Run, match: Callable[[str], StorageEndpoint | None] = endpoint_for_url) -> float | None:
+    """All drives of the recalled endpoint's site together (bytes per second), from the registry; None unknown.
+    `match`: how a URL finds its endpoint (sites.selectors.endpoint_matcher for many runs)."""
     urls = (run.parameters or {}).get("urls") or [] if isinstance(run.parameters, dict) else []
-    endpoint = endpoint_for_url(str(urls[0])) if urls else None
+    endpoint = match(str(urls[0])) if urls else None
     capacity = getattr(endpoint.site, "capacity", None) if endpoint is not None else None
     return capacity.tape_rate if capacity is not None else None
 

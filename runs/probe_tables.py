@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from challenges.choices import ActivityKind
 from common.times import iso_utc
+from sites.selectors import endpoint_for_url, endpoint_matcher
 
 from .models import Run
 from .probe_results import network_results, staging_results, staging_tape_limit
@@ -141,8 +142,8 @@ def _cache_rows(run: Run, summary: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _staging_rows(run: Run, summary: dict[str, Any]) -> list[dict[str, Any]]:
-    result = staging_results(summary, tape_limit=staging_tape_limit(run))
+def _staging_rows(run: Run, summary: dict[str, Any], *, match: Any = endpoint_for_url) -> list[dict[str, Any]]:
+    result = staging_results(summary, tape_limit=staging_tape_limit(run, match))
     return [
         _base(run)
         | {
@@ -181,13 +182,18 @@ def probe_tables(runs: Iterable[Run]) -> dict[str, list[dict[str, Any]]]:
     """The rows of each probe kind (keys of PROBE_KINDS) of these runs (activity loaded), oldest first; runs whose
     probe reported nothing have no row."""
     tables: dict[str, list[dict[str, Any]]] = {kind: [] for kind in PROBE_KINDS}
+    match = None  # the registry's endpoints, read once when a recall needs its site's drives
     for run in sorted(runs, key=lambda r: (r.started_at or r.created_at, r.pk)):
         found = _ROWS.get(run.kind)  # type: ignore[call-overload]
         summary = run.summary if isinstance(run.summary, dict) else {}
         if found is None or not summary:
             continue
         kind, rows = found
-        tables[kind].extend(rows(run, summary))
+        if kind == "staging":
+            match = match or endpoint_matcher()
+            tables[kind].extend(_staging_rows(run, summary, match=match))
+        else:
+            tables[kind].extend(rows(run, summary))
     return tables
 
 

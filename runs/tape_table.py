@@ -19,7 +19,7 @@ from challenges.models import Target
 from common.times import iso_utc
 from results.active_rates import transfers_rates
 from results.models import TransferRecord
-from sites.models import StorageEndpoint
+from sites.selectors import endpoint_matcher
 
 from .models import Run
 from .probe_results import staging_results
@@ -49,19 +49,6 @@ TAPE_COLUMNS = [
 ]
 
 
-def _endpoint_matcher() -> Any:
-    endpoints = [
-        (endpoint.url.rstrip("/"), endpoint)
-        for endpoint in StorageEndpoint.objects.select_related("site", "site__capacity")
-    ]
-
-    def match(url: str) -> StorageEndpoint | None:
-        found = [(len(base), endpoint) for base, endpoint in endpoints if url == base or url.startswith(base + "/")]
-        return max(found, key=lambda item: item[0])[1] if found else None
-
-    return match
-
-
 def _target_rates(runs: list[Run]) -> dict[tuple[int, int, str], float]:
     """(activity, site, direction) -> target rate, for the runs' activities."""
     targets = Target.objects.filter(activity_id__in={run.activity_id for run in runs}, site__isnull=False)
@@ -75,7 +62,7 @@ def tape_table(runs: Iterable[Run]) -> list[dict[str, Any]]:
     if not runs:
         return []
     targets = _target_rates(runs)
-    match = _endpoint_matcher()
+    match = endpoint_matcher()
     writes = [run for run in runs if run.kind == ActivityKind.TAPE_WRITE]
     moved: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
     sites: dict[int, tuple[int, str]] = {}

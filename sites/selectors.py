@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 from django.db.models import QuerySet
@@ -18,18 +19,28 @@ def experiment_names() -> list[str]:
     return list(Experiment.objects.values_list("name", flat=True))
 
 
+def _longest_prefix(url: str, endpoints: Iterable[StorageEndpoint]) -> StorageEndpoint | None:
+    best: StorageEndpoint | None = None
+    for endpoint in endpoints:
+        base = endpoint.url.rstrip("/")
+        if (url == base or url.startswith(base + "/")) and (best is None or len(base) > len(best.url.rstrip("/"))):
+            best = endpoint
+    return best
+
+
 def endpoint_for_url(url: str) -> StorageEndpoint | None:
     """The registered endpoint whose URL is the longest prefix of url (hosts alone are ambiguous on a testbed)."""
     parts = urlsplit(url)
     candidates = StorageEndpoint.objects.select_related("site").filter(
         scheme=parts.scheme.lower(), host=(parts.hostname or "").lower()
     )
-    best: StorageEndpoint | None = None
-    for endpoint in candidates:
-        base = endpoint.url.rstrip("/")
-        if (url == base or url.startswith(base + "/")) and (best is None or len(base) > len(best.url.rstrip("/"))):
-            best = endpoint
-    return best
+    return _longest_prefix(url, candidates)
+
+
+def endpoint_matcher() -> Callable[[str], StorageEndpoint | None]:
+    """endpoint_for_url for many URLs: the endpoints (with site and capacity) read once, matched in memory."""
+    endpoints = list(StorageEndpoint.objects.select_related("site", "site__capacity"))
+    return lambda url: _longest_prefix(url, endpoints)
 
 
 def door_of(url: str) -> tuple[str, str, int | None]:

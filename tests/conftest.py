@@ -87,3 +87,14 @@ def throttle_history_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
     from rest_framework.throttling import SimpleRateThrottle
 
     monkeypatch.setattr(SimpleRateThrottle, "cache", LocMemCache(f"throttle-{uuid.uuid4()}", {}))
+
+
+@pytest.fixture
+def tasks_run_here() -> Iterator[None]:
+    """Celery tasks run in this process as they are sent: the code a worker runs, against the test database."""
+    from portal.celery import app
+
+    before = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = before

@@ -4,7 +4,6 @@ each checked on the targets' numbers and on rollups equal to a rebuild from the 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -202,16 +201,6 @@ def test_changing_the_plan_moves_the_records_and_their_rollups(world: dict[str, 
     assert attribution_status() is not None and attribution_status()["state"] == "finished"  # type: ignore[index]
     assert records_reattribute(scope=scope_everything()) == 0  # idempotent
     assert_rollups_as_rebuilt()
-
-
-@pytest.fixture
-def tasks_run_here() -> Iterator[None]:
-    from portal.celery import app
-
-    before = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = before
 
 
 def test_a_saved_activity_sends_the_reattribution_on_commit(

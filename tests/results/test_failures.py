@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -354,17 +353,6 @@ def test_a_viewer_reads_but_cannot_write_the_rules_api() -> None:
 # --- stored records follow the rules: every write of the rules re-categorises them after it commits -----------
 
 QUOTA = "door said: quota exceeded"  # "other" by the default rules
-
-
-@pytest.fixture
-def tasks_run_here() -> Iterator[None]:
-    """Celery tasks run in this process as they are sent: the code a worker runs, against the test database."""
-    from portal.celery import app
-
-    before = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = before
 
 
 @pytest.fixture

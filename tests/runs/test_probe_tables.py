@@ -135,11 +135,21 @@ def _queries(client: Client, url: str) -> int:
 def test_the_probes_page_takes_as_many_queries_for_many_runs_as_for_one(viewer: Client) -> None:
     earlier = plan("dc22")
     now = plan("dc24", compare_with=earlier["challenge"])
+    staging = {"start": "2026-01-05T01:00:00+00:00", "seconds": 1.0, "staged": 1, "failed": 0, "files": []}
+
+    def recall(index: int) -> None:
+        Run.objects.create(
+            activity=now["staging"], kind="staging", state="finished", summary=staging,
+            parameters={"urls": [f"davs://tape{index}.example.org:443/data/f"]},
+        )  # fmt: skip
+
     probe_run(now["network"], "network", network_summary([2, 2]))
+    recall(0)
     few = _queries(viewer, "/challenges/dc24/probes/")
     for index in range(10):
         probe_run(now["network"], "network", network_summary([index + 1.0]), host=f"h{index}")
         probe_run(earlier["io"], "io", {"write_rate": 1e8, "read_rate": 2e8, "size": 10**9})
+        recall(index + 1)  # each recall's site drives: the registry read once, not per run
     assert _queries(viewer, "/challenges/dc24/probes/") == few
     assert _queries(viewer, "/results/about/numbers/") <= 3  # session, user (and nothing that grows)
 
