@@ -65,3 +65,9 @@ def gigabits_per_second_text(rate: object) -> str:
     """Bytes per second as a network rate in Gb/s (10^9 bit/s); a site without a capacity has none."""
     number = _number(rate)
     return EMPTY if number is None else f"{significant(number * 8 / 1e9)} Gb/s"
+
+
+def percent_text(ratio: object) -> str:
+    """A ratio (0.125) as a percentage, "12.5 %"; an em dash when unknown."""
+    number = _number(ratio)
+    return "—" if number is None else f"{significant(number * 100)} %"

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", include("sites.api.urls")),
     path("", include("challenges.api.urls")),
     path("", include("runs.api.urls")),
+    path("", include("sweeps.api.urls")),
     path("", include("results.api.urls")),
     path("", include("reports.api.urls")),
     path("", include("ingest.api.urls")),

@@ -143,3 +143,27 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
 def demo_challenge_load() -> PlanImportSummary:
     """Create or refresh the demo challenge (needs the testbed's sites in the registry)."""
     return plan_import(document=demo_plan(now=timezone.now()))
+
+
+DEMO_SWEEP = "Demo: the testbed's links as the JUNO tables"
+
+
+def demo_sweep_ensure(username: str) -> tuple[Any, bool]:
+    """The demo sweep (three testbed sites x pull and push x 2 files of 8 MB, iperf3 and path MTU per link),
+    started once: (the sweep, whether it was started now). Its copies are deleted step by step."""
+    from sweeps.models import Sweep
+    from sweeps.services import sweep_start
+
+    existing = Sweep.objects.filter(name=DEMO_SWEEP).first()
+    if existing is not None:
+        return existing, False
+    data = {
+        "name": DEMO_SWEEP,
+        "sites": ["TB-T0", "TB-T1-A", "TB-WEBDAV"],
+        "modes": ["pull", "push"],
+        "concurrency": [2],
+        "file_size": 8 * 10**6,
+        "checksum": "none",  # the plain WebDAV site computes no checksum
+        "network_duration": 2,
+    }
+    return sweep_start(user=get_user_model().objects.get(username=username), data=data), True

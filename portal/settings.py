@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "reports",
     "results",
     "runs",
+    "sweeps",
     "ingest",
     "testbed",
     "portal.apps.PortalConfig",
@@ -186,6 +187,8 @@ SPECTACULAR_SETTINGS = {
         # Activities and their runs share these sets: one name each.
         "ActivityKindEnum": "challenges.choices.ActivityKind",
         "RunStateEnum": "runs.choices.RunState",
+        "SweepStateEnum": "sweeps.choices.SweepState",
+        "SweepStepStateEnum": "sweeps.choices.StepState",
     },
     # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -216,6 +219,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "heartbeat": {"task": "portal.tasks.heartbeat", "schedule": 60.0},
     "runs-reap": {"task": "runs.runs_reap", "schedule": 30.0},
     "activities-auto-run": {"task": "runs.activities_auto_run", "schedule": 30.0},
+    # A sweep's next step starts when its step's run ends; this catches a lost message or a restarted worker.
+    "sweeps-advance": {"task": "sweeps.sweeps_advance", "schedule": 15.0},
     # Records of hosts registered after they were ingested attach to their sites.
     "ingest-records-attach": {"task": "ingest.records_attach", "schedule": 60.0},
 }

@@ -14,6 +14,7 @@ urlpatterns = [
     path("challenges/", include("runs.urls")),
     path("challenges/", include("challenges.urls")),
     path("sites/", include("sites.urls")),
+    path("sweeps/", include("sweeps.urls")),
     path("results/", include("results.urls")),
     path("results/", include("results.matrix_urls")),
     path("reports/", include("reports.urls")),

@@ -92,9 +92,10 @@ def union_seconds(intervals: Iterable[tuple[datetime, datetime]]) -> float:
     return total
 
 
-# Per cell (link, and mode / concurrency when split; -1 stands for a NULL concurrency so that cells join): the
-# counts, and the union of the transfers' intervals as gaps and islands: a transfer opens an island when it starts
-# after every earlier one (in start order) has ended; an island lasts from its first start to its last end.
+# Per cell (link, and mode / concurrency when split, and run when by_run, the key k; -1 stands for a NULL
+# concurrency or key so that cells join): the counts, and the union of the transfers' intervals as gaps and
+# islands: a transfer opens an island when it starts after every earlier one (in start order) has ended; an island
+# lasts from its first start to its last end.
 # {records} is the SELECT of the records' columns (RECORD_COLUMNS, in order). Each part is computed once
 # (MATERIALIZED): the planner's estimates of a filtered set of records are rough, and a re-run of the counts per
 # cell cost seconds at a million records (measured with bench/rates.py).
@@ -112,51 +113,52 @@ RECORD_COLUMNS = (
 )
 LINK_CELLS = """
 WITH r AS MATERIALIZED (
-    SELECT s, d, {mode} AS mode, {concurrency} AS concurrency, start, greatest("end", start) AS "end", bytes, state,
-           error_message, run_id
+    SELECT s, d, {mode} AS mode, {concurrency} AS concurrency, {key} AS k, start, greatest("end", start) AS "end",
+           bytes, state, error_message, run_id
     FROM ({records}) AS q(s, d, record_mode, record_concurrency, start, "end", bytes, state, error_message, run_id)
 ), marked AS (
-    SELECT s, d, mode, concurrency, start, "end",
-           CASE WHEN start <= max("end") OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end"
+    SELECT s, d, mode, concurrency, k, start, "end",
+           CASE WHEN start <= max("end") OVER (PARTITION BY s, d, mode, concurrency, k ORDER BY start, "end"
                                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                 THEN 0 ELSE 1 END AS opens
     FROM r
 ), islands AS (
-    SELECT s, d, mode, concurrency, start, "end",
-           sum(opens) OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end" ROWS UNBOUNDED PRECEDING)
+    SELECT s, d, mode, concurrency, k, start, "end",
+           sum(opens) OVER (PARTITION BY s, d, mode, concurrency, k ORDER BY start, "end" ROWS UNBOUNDED PRECEDING)
                AS island
     FROM marked
 ), active AS MATERIALIZED (
-    SELECT s, d, mode, concurrency, sum(seconds) AS active_seconds
-    FROM (SELECT s, d, mode, concurrency, extract(epoch FROM max("end") - min(start)) AS seconds
-          FROM islands GROUP BY s, d, mode, concurrency, island) AS spans
-    GROUP BY s, d, mode, concurrency
+    SELECT s, d, mode, concurrency, k, sum(seconds) AS active_seconds
+    FROM (SELECT s, d, mode, concurrency, k, extract(epoch FROM max("end") - min(start)) AS seconds
+          FROM islands GROUP BY s, d, mode, concurrency, k, island) AS spans
+    GROUP BY s, d, mode, concurrency, k
 ), totals AS MATERIALIZED (
     -- plain sums and counts: a hash aggregate, no sort of the records
-    SELECT s, d, mode, concurrency,
+    SELECT s, d, mode, concurrency, k,
            coalesce(sum(bytes) FILTER (WHERE state = 'ok'), 0) AS volume,
            count(*) FILTER (WHERE state = 'ok') AS files_ok,
            count(*) FILTER (WHERE state = 'failed') AS files_failed,
            coalesce(sum(bytes / extract(epoch FROM "end" - start)) FILTER (WHERE state = 'ok' AND "end" > start), 0)
                AS sum_of_file_rates
-    FROM r GROUP BY s, d, mode, concurrency
+    FROM r GROUP BY s, d, mode, concurrency, k
 ), runs AS MATERIALIZED (
-    SELECT s, d, mode, concurrency, array_agg(run_id) AS runs
-    FROM (SELECT DISTINCT s, d, mode, concurrency, run_id FROM r WHERE run_id IS NOT NULL) AS distinct_runs
-    GROUP BY s, d, mode, concurrency
+    SELECT s, d, mode, concurrency, k, array_agg(run_id) AS runs
+    FROM (SELECT DISTINCT s, d, mode, concurrency, k, run_id FROM r WHERE run_id IS NOT NULL) AS distinct_runs
+    GROUP BY s, d, mode, concurrency, k
 ), errors AS MATERIALIZED (
     -- the failed records only (a few per cent) are sorted for the most common message
-    SELECT s, d, mode, concurrency, mode() WITHIN GROUP (ORDER BY message) AS top_error
-    FROM (SELECT s, d, mode, concurrency, left(error_message, 300) AS message FROM r
+    SELECT s, d, mode, concurrency, k, mode() WITHIN GROUP (ORDER BY message) AS top_error
+    FROM (SELECT s, d, mode, concurrency, k, left(error_message, 300) AS message FROM r
           WHERE state = 'failed' AND error_message <> '') AS failed
-    GROUP BY s, d, mode, concurrency
+    GROUP BY s, d, mode, concurrency, k
 )
-SELECT src.name, dst.name, t.mode, t.concurrency, t.volume, a.active_seconds, t.sum_of_file_rates, t.files_ok,
+SELECT src.name, dst.name, t.mode, t.concurrency, t.k, t.volume, a.active_seconds, t.sum_of_file_rates, t.files_ok,
        t.files_failed, runs.runs, errors.top_error
 FROM totals AS t
-JOIN active AS a ON (a.s, a.d, a.mode, a.concurrency) = (t.s, t.d, t.mode, t.concurrency)
-LEFT JOIN runs ON (runs.s, runs.d, runs.mode, runs.concurrency) = (t.s, t.d, t.mode, t.concurrency)
-LEFT JOIN errors ON (errors.s, errors.d, errors.mode, errors.concurrency) = (t.s, t.d, t.mode, t.concurrency)
+JOIN active AS a ON (a.s, a.d, a.mode, a.concurrency, a.k) = (t.s, t.d, t.mode, t.concurrency, t.k)
+LEFT JOIN runs ON (runs.s, runs.d, runs.mode, runs.concurrency, runs.k) = (t.s, t.d, t.mode, t.concurrency, t.k)
+LEFT JOIN errors
+    ON (errors.s, errors.d, errors.mode, errors.concurrency, errors.k) = (t.s, t.d, t.mode, t.concurrency, t.k)
 JOIN sites_site AS src ON src.id = t.s
 JOIN sites_site AS dst ON dst.id = t.d
 """
@@ -164,9 +166,12 @@ JOIN sites_site AS dst ON dst.id = t.d
 LINK_CELLS_WORK_MEM = "64MB"
 
 
-def link_matrix(records: QuerySet[TransferRecord], *, split: Sequence[str] = ()) -> list[LinkCell]:
+def link_matrix(
+    records: QuerySet[TransferRecord], *, split: Sequence[str] = (), by_run: bool = False
+) -> list[LinkCell]:
     """The cells of these records (e.g. `TransferRecord.objects.filter(run__in=runs)`), by link and the `split`
-    fields, in one query; records whose source or destination site is unknown are left out."""
+    fields, and by run when `by_run` (a sweep's steps: one cell per run and link), in one query; records whose
+    source or destination site is unknown are left out."""
     unknown = set(split) - set(SPLITS)
     if unknown:
         raise ValueError(f"split by {', '.join(SPLITS)}, not {', '.join(sorted(unknown))}")
@@ -181,6 +186,7 @@ def link_matrix(records: QuerySet[TransferRecord], *, split: Sequence[str] = ())
         records=selected,
         mode="record_mode" if "mode" in split else "''",
         concurrency="coalesce(record_concurrency, -1)" if "concurrency" in split else "-1",
+        key="coalesce(run_id, -1)" if by_run else "-1",
     )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL work_mem = '{LINK_CELLS_WORK_MEM}'")
@@ -200,6 +206,6 @@ def link_matrix(records: QuerySet[TransferRecord], *, split: Sequence[str] = ())
             runs=set(runs or ()),
             top_error=top_error or "",
         )
-        for source, destination, mode, concurrency, volume, active, file_rates, ok, failed, runs, top_error in rows
+        for source, destination, mode, concurrency, _, volume, active, file_rates, ok, failed, runs, top_error in rows
     ]
     return sorted(cells, key=lambda c: (c.source.lower(), c.destination.lower(), c.mode or "", c.concurrency or 0))

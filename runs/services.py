@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from challenges.models import Activity
+from sites.models import Site
 from sites.roles import user_is_coordinator
 
 from . import dispatch
@@ -27,13 +28,16 @@ def run_start(
     kind: str | None = None,
     parameters: dict[str, Any] | None = None,
     trigger: str = "user",
+    site: Site | None = None,
 ) -> Run:
     """Start a run of an activity (its parameters the defaults of `parameters`) or an ad hoc run of `kind`.
 
     Coordinators only (PermissionDenied); ValidationError with per-field messages for bad parameters or an
     endpoint of a scheme the workers cannot speak, and then nothing is created. The tasks are sent once the
-    transaction commits. `trigger="schedule"` is the clock's own start (no user)."""
-    if trigger != "schedule" and not user_is_coordinator(user=user):
+    transaction commits. `trigger="schedule"` is the clock's own start (no user), `trigger="sweep"` a sweep's step
+    (its coordinator was checked when the sweep was made). `site`: the site whose worker runs the probe's client
+    (a sweep's link is measured from its source), instead of the plan's."""
+    if trigger not in ("schedule", "sweep") and not user_is_coordinator(user=user):
         raise PermissionDenied("Only coordinators start runs.")
     if activity is None and not kind:
         raise ValidationError({"kind": ["give an activity to run, or the kind of an ad hoc run"]})
@@ -46,6 +50,7 @@ def run_start(
         )
     given = dict(parameters or {})
     plan = run_plan(kind, activity, given)
+    plan.site = site or plan.site
     queue = dispatch.queue_for_site(plan.site)
     now = timezone.now()
     with transaction.atomic():

@@ -30,6 +30,7 @@ from sites.choices import Role
 from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
 from sites.roles import membership_grant
 from sites.tokens import token_create
+from sweeps.models import Sweep, SweepStep
 from tests.sites.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -110,6 +111,11 @@ def world() -> dict[str, Any]:
             for experiment in (atlas, cms)
         ]
     )  # fmt: skip
+    cms_sweep = Sweep.objects.create(name=f"{HIDDEN}-SWEEP", activity=made["CMS"], state="finished")
+    SweepStep.objects.create(
+        sweep=cms_sweep, index=0, kind="network", source=own, destination=other, run=cms_run, state="ended",
+        queue="default",
+    )  # fmt: skip
     report = SiteReport.objects.create(challenge=challenge, site=own, notes="all fine")
     return {
         "atlas": atlas,
@@ -118,6 +124,7 @@ def world() -> dict[str, Any]:
             "slug": "dc",
             "site_name": "OTHER",
             "runs": cms_run.pk,
+            "sweeps": cms_sweep.pk,
             "activities": made["CMS"].pk,
             "targets": made["CMS"].targets.get().pk,
             "records": TransferRecord.objects.get(experiment=cms).pk,

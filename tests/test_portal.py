@@ -6,6 +6,7 @@ from datetime import UTC
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
@@ -94,6 +95,10 @@ def test_the_demo_challenge_runs_this_week_on_the_testbed_sites(testbed: Any) ->
     call_command("load_demo")
     call_command("load_demo")  # a second load refreshes in place
     challenge = Challenge.objects.get(slug="demo")
+    from sweeps.models import Sweep
+
+    [sweep] = Sweep.objects.all()  # the demo sweep, started once
+    assert sweep.steps.count() == 6 + 12 and sweep.created_by.username == settings.DEMO_USERNAME
     assert challenge.start <= timezone.now() < challenge.end
     assert challenge.activities.filter(start__lte=timezone.now(), end__gt=timezone.now()).exists()
     assert Challenge.objects.count() == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import template
 
-from common.units import gigabits_per_second_text, gigabytes_per_second_text, rate_text, size_text
+from common.units import gigabits_per_second_text, gigabytes_per_second_text, percent_text, rate_text, size_text
 
 register = template.Library()
 
@@ -33,3 +33,9 @@ def gbits_per_s(value: float | None) -> str:
 def si_bytes(value: float | None) -> str:
     """A size in bytes with an SI prefix (kB, MB, GB, TB, PB, EB)."""
     return size_text(value)
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    """A ratio (0.125) as a percentage ("12.5 %"); an em dash when unknown."""
+    return percent_text(value)

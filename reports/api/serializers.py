@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from challenges.models import Challenge, Target
@@ -112,10 +111,3 @@ class SiteReportSerializer(serializers.ModelSerializer[SiteReport]):
     def content(self) -> dict[str, list[dict[str, Any]]]:
         """The validated rows, by kind, for reports.services.report_save."""
         return {kind: list(self.validated_data[kind]) for kind in ROW_SERIALIZERS if kind in self.validated_data}
-
-
-def validation_error(exc: DjangoValidationError) -> serializers.ValidationError:
-    """A service's ValidationError as DRF's, keeping the places of the problems."""
-    if hasattr(exc, "error_dict"):
-        return serializers.ValidationError(exc.message_dict)
-    return serializers.ValidationError({"non_field_errors": exc.messages})

@@ -4,12 +4,10 @@ writing for another site gets 403 saying whose admin they are, and nothing is st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import django_filters
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -19,10 +17,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from common.services import service_call
+
 from .. import permissions, services
 from ..choices import ReportStatus
 from ..models import ReportComment, SiteReport
-from .serializers import ReportCommentSerializer, ReviewSerializer, SiteReportSerializer, validation_error
+from .serializers import ReportCommentSerializer, ReviewSerializer, SiteReportSerializer
 
 
 class SiteReportFilter(django_filters.FilterSet):
@@ -33,16 +33,6 @@ class SiteReportFilter(django_filters.FilterSet):
     class Meta:
         model = SiteReport
         fields = ["challenge", "site", "status"]
-
-
-def _service(call: Callable[[], Any]) -> Any:
-    """Run a service, turning its refusals and problems into DRF's 403 and 400 with their messages."""
-    try:
-        return call()
-    except DjangoPermissionDenied as exc:
-        raise PermissionDenied(str(exc) or None) from exc
-    except DjangoValidationError as exc:
-        raise validation_error(exc) from exc
 
 
 class SiteReportViewSet(
@@ -84,7 +74,7 @@ class SiteReportViewSet(
         if problem:
             raise PermissionDenied(problem)
         serializer.is_valid(raise_exception=True)
-        report = _service(
+        report = service_call(
             lambda: services.report_save(
                 user=request.user,
                 challenge=serializer.validated_data["challenge"],
@@ -105,7 +95,7 @@ class SiteReportViewSet(
         )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        _service(
+        service_call(
             lambda: services.report_save(
                 user=request.user,
                 challenge=data.get("challenge", report.challenge),
@@ -132,7 +122,7 @@ class SiteReportViewSet(
     def submit(self, request: Request, pk: str) -> Response:
         """Hand the draft to the coordinators (the site's admins)."""
         report = self.get_object()
-        _service(lambda: services.report_submit(user=request.user, report=report))
+        service_call(lambda: services.report_submit(user=request.user, report=report))
         return Response(self._fresh(report))
 
     @extend_schema(request=ReportCommentSerializer, responses={201: ReportCommentSerializer})
@@ -141,7 +131,7 @@ class SiteReportViewSet(
         """Comment in Markdown (coordinators and the site's admins)."""
         report = self.get_object()
         text = str(request.data.get("text", "")) if hasattr(request.data, "get") else ""
-        comment = _service(lambda: services.report_comment(user=request.user, report=report, text=text))
+        comment = service_call(lambda: services.report_comment(user=request.user, report=report, text=text))
         return Response(ReportCommentSerializer(comment).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=ReviewSerializer, responses={200: SiteReportSerializer})
@@ -152,7 +142,7 @@ class SiteReportViewSet(
         review = ReviewSerializer(data=request.data)
         review.is_valid(raise_exception=True)
         text = review.validated_data["text"]
-        _service(lambda: services.report_accept(user=request.user, report=report, text=text))
+        service_call(lambda: services.report_accept(user=request.user, report=report, text=text))
         return Response(self._fresh(report))
 
     @extend_schema(request=ReviewSerializer, responses={200: SiteReportSerializer})
@@ -163,5 +153,5 @@ class SiteReportViewSet(
         review = ReviewSerializer(data=request.data)
         review.is_valid(raise_exception=True)
         text = review.validated_data["text"]
-        _service(lambda: services.report_request_changes(user=request.user, report=report, text=text))
+        service_call(lambda: services.report_request_changes(user=request.user, report=report, text=text))
         return Response(self._fresh(report))

@@ -8,17 +8,16 @@ from collections.abc import Callable
 from typing import Any
 
 import django_filters
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from challenges.choices import ActivityKind
+from common.services import service_call
 from results.link_matrix import SPLITS, link_matrix
 from results.models import TransferRecord
 from sites.permissions import PlanPermission
@@ -66,19 +65,8 @@ def runs_visible_to(*, user: Any) -> QuerySet[Run]:
     return Run.objects.restrict(user).select_related("activity__challenge", "activity__experiment", "created_by")
 
 
-def _django_errors(exc: DjangoValidationError) -> Any:
-    """A Django ValidationError as DRF's body: per-field messages when it has them."""
-    return exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
-
-
 def _service(call: Callable[[], Run]) -> Run:
-    """Run a service, its refusals and problems as DRF's 403 and 400 with their messages."""
-    try:
-        return call()
-    except DjangoPermissionDenied as exc:
-        raise PermissionDenied(str(exc) or RunPermission.message) from exc
-    except DjangoValidationError as exc:
-        raise ValidationError(_django_errors(exc)) from exc
+    return service_call(call, refused=RunPermission.message)
 
 
 MAX_MATRIX_RUNS = 100

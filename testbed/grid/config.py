@@ -29,6 +29,17 @@ PORT_OFFSETS = {
     "iperf3": 10,
     "origin.root": 11,
     "xcache.root": 12,
+    # One iperf3 server per site, as a real site runs its perfSONAR node (TB-T0's is "iperf3").
+    "iperf3.t1a": 13,
+    "iperf3.t1b": 14,
+    "iperf3.webdav": 15,
+}
+# The iperf3 servers: endpoint (port key) -> site key, process name.
+IPERF3_SERVERS = {
+    "iperf3": ("t0", "iperf3"),
+    "iperf3.t1a": ("t1a", "iperf3-t1a"),
+    "iperf3.t1b": ("t1b", "iperf3-t1b"),
+    "iperf3.webdav": ("webdav", "iperf3-webdav"),
 }
 
 

@@ -13,6 +13,7 @@ from common import processes
 
 from ..certs import Pki
 from .config import (
+    IPERF3_SERVERS,
     NGINX_USER,
     ORIGIN_INTERVAL_MS,
     REPO,
@@ -383,8 +384,10 @@ http {{
 
     # --- iperf3 ----------------------------------------------------------------------------------------
 
-    def _start_iperf3(self) -> None:
-        port = self.ports()["iperf3"]
+    def _start_iperf3(self, name: str = "iperf3") -> None:
+        """The iperf3 server of endpoint `name` (one per site: IPERF3_SERVERS)."""
+        port = self.ports()[name]
+        process = IPERF3_SERVERS[name][1]
         # --logfile names this testbed's directory, so that `down` can find a server whose PID file was lost.
         argv = [
             "iperf3",
@@ -394,6 +397,6 @@ http {{
             "--bind",
             self.config.host,
             "--logfile",
-            str(self._log("iperf3")),
+            str(self._log(process)),
         ]
-        processes.start(argv, pidfile=self._pidfile("iperf3"), logfile=self._log("iperf3"))
+        processes.start(argv, pidfile=self._pidfile(process), logfile=self._log(process))

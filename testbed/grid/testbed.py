@@ -20,6 +20,7 @@ from .config import (
     CACHE_SITE,
     DISK_SITES,
     EXPERIMENTS,
+    IPERF3_SERVERS,
     ORIGIN_SITE,
     PORT_OFFSETS,
     SYSTEM_PYTHON,
@@ -152,17 +153,19 @@ class Testbed(ServersMixin):
                 checksums=False,
             )
         )
-        result.append(
-            Endpoint(
-                "iperf3",
-                DISK_SITES[0].name,
-                f"iperf3://{host}:{ports['iperf3']}",
-                ports["iperf3"],
-                "iperf3",
-                kind="network",
-                implementation="iperf3",
+        site_names = {site.key: site.name for site in DISK_SITES} | {"webdav": WEBDAV_SITE}
+        for name, (site_key, process) in IPERF3_SERVERS.items():
+            result.append(
+                Endpoint(
+                    name,
+                    site_names[site_key],
+                    f"iperf3://{host}:{ports[name]}",
+                    ports[name],
+                    process,
+                    kind="network",
+                    implementation="iperf3",
+                )
             )
-        )
         return result
 
     def endpoint(self, name: str) -> Endpoint:
@@ -182,7 +185,8 @@ class Testbed(ServersMixin):
         return self.dir / "run" / f"{process}.pid"
 
     def _process_names(self) -> list[str]:
-        return [site.key for site in DISK_SITES] + ["tape-rest", "tape", "webdav", "iperf3", "origin", "xcache"]
+        iperf3 = [process for _, process in IPERF3_SERVERS.values()]
+        return [site.key for site in DISK_SITES] + ["tape-rest", "tape", "webdav", *iperf3, "origin", "xcache"]
 
     def running(self) -> dict[str, bool]:
         return {name: processes.read_pid(self._pidfile(name)) is not None for name in self._process_names()}
@@ -218,7 +222,7 @@ class Testbed(ServersMixin):
             "tape-rest": self._start_tape_daemon,
             "tape": self._start_tape_xrootd,
             "webdav": self._start_nginx,
-            "iperf3": self._start_iperf3,
+            **{process: functools.partial(self._start_iperf3, name) for name, (_, process) in IPERF3_SERVERS.items()},
             "origin": self._start_origin,
             "xcache": self._start_xcache,
         }
@@ -259,6 +263,8 @@ class Testbed(ServersMixin):
         ]
 
     def _owner(self, port_key: str) -> str:
+        if port_key in IPERF3_SERVERS:
+            return IPERF3_SERVERS[port_key][1]
         prefix = port_key.split(".", maxsplit=1)[0]
         if prefix == "tape":
             return "tape" if port_key == "tape.root" else "tape-rest"
