@@ -71,3 +71,9 @@ def percent_text(ratio: object) -> str:
     """A ratio (0.125) as a percentage, "12.5 %"; an em dash when unknown."""
     number = _number(ratio)
     return "—" if number is None else f"{significant(number * 100)} %"
+
+
+def is_whole_number(text: str) -> bool:
+    """Whether text (a query parameter, a form word) is a whole number int() reads: ASCII digits only. str.isdigit()
+    is also true of "²" and other digits int() refuses, which would end a request in a 500."""
+    return text.isascii() and text.isdigit()

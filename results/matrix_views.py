@@ -24,6 +24,7 @@ from challenges.models import Challenge
 from challenges.views import PLOTLY_VERSION, coordinator_required, read_access
 from common.exports import export_requested, table_response, table_stream_response
 from common.times import iso_utc
+from common.units import is_whole_number
 from reports.selectors import report_markers
 from sites.models import Experiment
 from sites.roles import visible_experiment_ids
@@ -104,7 +105,7 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
     experiment = _experiment(request)
     mode = request.GET.get("mode") or None
     concurrency_text = request.GET.get("concurrency", "")
-    concurrency = int(concurrency_text) if concurrency_text.isdigit() else None
+    concurrency = int(concurrency_text) if is_whole_number(concurrency_text) else None
     split = [part for part in matrix.SPLITS if part in request.GET.get("split", "").split(",")]
     result = matrix.matrix_for_challenge(
         challenge=challenge,
@@ -217,7 +218,7 @@ def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
         rows = (_record_row(record) for record in records.iterator(chunk_size=2000))
         return table_stream_response(request, name=f"{slug}-records", columns=RECORD_COLUMNS, rows=rows)
     page_text = request.GET.get("page", "1")
-    page = max(int(page_text), 1) if page_text.isdigit() else 1
+    page = max(int(page_text), 1) if is_whole_number(page_text) else 1
     offset = (page - 1) * RECORDS_PAGE
     rows = list(records[offset : offset + RECORDS_PAGE + 1])  # one more tells whether a next page exists
     filters = {k: v for k, v in request.GET.items() if k not in ("page", "format", "challenge") and v}

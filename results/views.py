@@ -20,7 +20,7 @@ from challenges.models import Challenge, Target
 from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
 from common.times import iso_utc
-from common.units import size_text
+from common.units import is_whole_number, size_text
 from reports.selectors import ReportMarker, outages_overlapping, report_markers
 from sites.roles import visible_experiment_ids
 
@@ -264,7 +264,7 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     requested = request.GET.get("bin", "")
     bin_minutes = (
         int(requested)
-        if requested.isdigit() and int(requested) in selectors.BIN_CHOICES
+        if is_whole_number(requested) and int(requested) in selectors.BIN_CHOICES
         else selectors.default_bin_minutes(duration=rates.end - rates.start)
     )
     series = selectors.rate_series(rates=rates, bin_minutes=bin_minutes)

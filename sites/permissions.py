@@ -16,6 +16,8 @@ from django.db.models import Model, Q, QuerySet
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
+from common.units import is_whole_number
+
 from .models import Experiment, Site
 from .roles import user_experiment_ids, user_is_coordinator, user_site_ids
 
@@ -54,7 +56,7 @@ def _sites_named(value: Any) -> set[int] | None:
         return None
     text = str(value).strip()
     condition = Q(name=text)
-    if text.isdigit():
+    if is_whole_number(text):
         condition |= Q(pk=int(text))
     ids = set(Site.objects.filter(condition).values_list("pk", flat=True))
     return ids or None

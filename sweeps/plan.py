@@ -18,6 +18,7 @@ from django.db.models import Prefetch
 from challenges.choices import ActivityKind
 from challenges.models import Activity
 from common.problems import Problem, problems_raise
+from common.units import is_whole_number
 from runs.dispatch import worker_schemes
 from runs.parameters import CHECKSUMS, HTTP_SCHEMES, ROOT_SCHEMES
 from sites.models import Experiment, Site, StorageEndpoint
@@ -142,7 +143,7 @@ def _network_host(site: Site) -> tuple[str, int] | None:
     if not hosts:
         return None
     host, _, port = hosts[0].rpartition(":") if hosts[0].count(":") == 1 else (hosts[0], "", "")
-    return host, int(port) if port.isdigit() else 5201
+    return host, int(port) if is_whole_number(port) else 5201
 
 
 def _modes(problems: list[Problem], data: dict[str, Any], protocol: str) -> list[str]:

@@ -19,6 +19,7 @@ from challenges.choices import ActivityKind
 from challenges.models import Activity
 from challenges.views import read_access
 from common.exports import export_requested, table_response
+from common.units import is_whole_number
 from runs.parameters import CHECKSUMS
 from sites.models import Site
 from sites.roles import user_is_coordinator
@@ -103,7 +104,7 @@ class SweepForm(forms.Form):
 
     def clean_concurrency(self) -> list[int]:
         words = [word.strip() for word in self.cleaned_data["concurrency"].replace(";", ",").split(",")]
-        if not words or not all(word.isdigit() and len(word) < 7 for word in words if word):
+        if not words or not all(is_whole_number(word) and len(word) < 7 for word in words if word):
             raise forms.ValidationError("whole numbers separated by commas, e.g. 10, 40, 100")
         return [int(word) for word in words if word]
 
@@ -221,7 +222,7 @@ def sweep_cancel_view(request: HttpRequest, pk: int) -> HttpResponseBase:
 def sweep_compare(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = _sweep_or_404(request, pk)
     other_id = request.GET.get("with", "")
-    if not other_id.isdigit() or len(other_id) > 18:
+    if not is_whole_number(other_id) or len(other_id) > 18:
         candidates = sweeps_visible_to(user=request.user).exclude(pk=sweep.pk).order_by("-created_at")[:50]
         return render(request, "sweeps/sweep_compare.html", {"sweep": sweep, "candidates": candidates})
     other = _sweep_or_404(request, int(other_id))

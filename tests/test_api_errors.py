@@ -127,3 +127,27 @@ def test_guessing_tokens_from_one_address_is_stopped_with_429_and_when_to_come_b
     _, key = token_create(user=coordinator)
     refused = client.get("/api/v1/sites/", HTTP_AUTHORIZATION=f"Token {key}")
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0  # even a good key, until the minute passes
+
+
+def test_a_digit_int_cannot_read_is_refused_or_ignored_never_a_500(coordinator: Any, api: APIClient) -> None:
+    """"²" is a digit to str.isdigit() and not a number to int(): every place that reads a number a person typed
+    (query parameters, form fields) takes ASCII digits only."""
+    from challenges.choices import Direction
+    from sweeps.models import Sweep
+    from tests.challenges.factories import TargetFactory
+
+    target = TargetFactory(direction=Direction.IN)
+    slug = target.activity.challenge.slug
+    sweep = Sweep.objects.create(name="s", parameters={})
+    page = Client(raise_request_exception=False)
+    page.force_login(coordinator)
+    for url in (
+        f"/results/{slug}/matrix/?concurrency=²&page=²",
+        f"/results/{slug}/targets/{target.pk}/?bin=²",
+        f"/sweeps/{sweep.pk}/compare/?with=²",
+    ):
+        assert page.get(url).status_code == 200, url
+    form = page.post("/sweeps/new/", {"name": "x", "concurrency": "10, ²", "modes": ["pull"]})
+    assert form.status_code == 200 and "whole numbers separated by commas" in form.content.decode()
+    runs = api.get("/api/v1/runs/matrix/?runs=²")
+    assert runs.status_code == 400 and "run ids are whole numbers" in str(runs.json())

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 
 from challenges.choices import ActivityKind
 from common.services import service_call
+from common.units import is_whole_number
 from results.link_matrix import SPLITS, link_matrix
 from results.models import TransferRecord
 from sites.permissions import PlanPermission
@@ -78,7 +79,7 @@ def _ids(text: str, *, field: str) -> list[int]:
         raise ValidationError({field: ["give run ids, comma-separated: ?runs=12,13"]})
     if len(words) > MAX_MATRIX_RUNS:
         raise ValidationError({field: [f"at most {MAX_MATRIX_RUNS} runs, not {len(words)}"]})
-    if not all(word.isdigit() and len(word) < 19 for word in words):
+    if not all(is_whole_number(word) and len(word) < 19 for word in words):
         raise ValidationError({field: [f"run ids are whole numbers: {text[:200]!r}"]})
     return [int(word) for word in words]
 
