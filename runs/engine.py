@@ -32,7 +32,9 @@ from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle
 from .models import Run, RunFile
 from .probes.outcomes import FileOutcome
-from .probes.transfer import DESTINATION_FULL
+from .probes.transfer import DESTINATION_FULL, STALLED
+
+MAX_ATTEMPTS = 2  # a file whose worker died (runs.reaper) or whose copy stalled is tried once more
 
 
 def run_experiment_id(run: Run) -> int | None:
@@ -86,6 +88,15 @@ def run_top_up(run: Run) -> None:
         in_flight += len(claimed)
     if in_flight == 0 and not files.filter(Q(state=FileState.QUEUED) | Q(recorded=False, attempt__gt=0)).exists():
         _run_end(run)
+
+
+def file_requeue(file: RunFile, *, message: str) -> None:
+    """Give a file whose try failed through no fault of the link (its worker died, its copy stalled) one more try:
+    queued again, to a name of its own (the first try's copy may live on at the destination server: a third-party
+    copy is the server's), with the reason kept. The caller stores the failed try's record and saves the file."""
+    file.state, file.task_id, file.error = FileState.QUEUED, "", message
+    file.destination_url = f"{file.destination_url.split('.try')[0]}.try{file.attempt + 1}"
+    file.recorded = True  # the failed try's record is stored by the caller
 
 
 def run_outcome(*, total: int, ok: int) -> tuple[str, str]:
@@ -219,6 +230,14 @@ def file_finish(file_id: int, attempt: int, task_id: str, outcome: FileOutcome) 
         )
         if file is None:
             return False
+        if outcome.details.get("cause") == STALLED and file.attempt < MAX_ATTEMPTS and run.state not in RUN_ENDED:
+            # A try stopped by its stall guard is a failed transfer (its record says so); the file gets another.
+            concurrency = int(run.parameters.get("concurrency") or 1)
+            records_store(records=[file_record_new(file, outcome, RecordState.FAILED, concurrency)])
+            file_requeue(file, message=outcome.error)
+            file.save(update_fields=["state", "task_id", "error", "destination_url", "recorded"])
+            run_top_up(run)
+            return True
         if outcome.ok:
             file.state = FileState.DONE
         elif run.state in RUN_ENDED and outcome.details.get("cancelled"):
@@ -229,7 +248,9 @@ def file_finish(file_id: int, attempt: int, task_id: str, outcome: FileOutcome) 
             # Every later file would fail the same way: stop the run now, not file after file.
             _run_stop(run, message=f"{outcome.error} (stopped at file {file.index}: the run cannot go on)")
         file.start, file.end = outcome.start, max(outcome.end, outcome.start)
-        file.bytes = outcome.bytes if outcome.ok else 0
+        # A copy whose size could not be asked afterwards (details["after_copy"]) moved its planned size all the
+        # same: gfal2 compared the checksums at both ends.
+        file.bytes = (outcome.bytes or file.size) if outcome.ok else 0
         file.mode = outcome.mode[:16]
         file.error = outcome.error
         file.recorded = False

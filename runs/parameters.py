@@ -16,6 +16,7 @@ from django.db.models import Q
 
 from challenges.choices import ActivityKind
 from challenges.models import Activity
+from common.units import is_whole_number
 from sites.models import Experiment, Site, StorageEndpoint
 from sites.selectors import endpoint_for_url
 
@@ -28,6 +29,8 @@ TRANSFER_MODES = ("pull", "push", "streamed", "native")
 CHECKSUMS = ("ADLER32", "MD5", "CRC32", "none")
 DEFAULT_TIMEOUT = 300  # seconds a copy may take, at least
 MIN_FILE_RATE = 5e6  # bytes/s: a copy's default timeout gives each file at least this rate
+DEFAULT_STALL_TIMEOUT = 120  # seconds with nothing moving after which a copy is stopped and tried again, at least
+MIN_CHECKSUM_RATE = 50e6  # bytes/s: the default stall timeout lets a storage checksum a whole file at this rate
 HTTP_SCHEMES = ("davs", "https", "dav", "http")
 ROOT_SCHEMES = ("root", "roots", "xroot", "xroots")
 
@@ -43,6 +46,7 @@ KIND_PARAMETERS: dict[str, set[str]] = {
         "copy_mode",
         "streams",
         "timeout",
+        "stall_timeout",
         "checksum",
         "keep_copies",
     },
@@ -195,6 +199,7 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
     merged = {**defaults, **{k: v for k, v in given.items() if v is not None}}
     streams = _integer(problems, merged, "streams", 1, low=1, high=64)
     timeout = _integer(problems, merged, "timeout", None, low=1, high=86400) if "timeout" in merged else None
+    stall = _integer(problems, merged, "stall_timeout", None, low=0, high=86400) if "stall_timeout" in merged else None
     concurrency = _integer(problems, merged, "concurrency", 10, low=1, high=1000)
     # A tape write keeps its files by default: the recalls (A-DT) read them back.
     keep_copies = merged.get("keep_copies", kind == ActivityKind.TAPE_WRITE)
@@ -250,10 +255,15 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
     if timeout is None:
         # Slow enough for a busy link: at least 5 MB/s per file (a 5 GB file gets 1000 s), never under 5 minutes.
         timeout = max(DEFAULT_TIMEOUT, math.ceil(max((size for _, _, size in files), default=0) / MIN_FILE_RATE))
+    if stall is None:
+        # Nothing moving for 2 minutes is a stall, unless the file is so large that checksumming it takes longer.
+        largest = max((size for _, _, size in files), default=0)
+        stall = max(DEFAULT_STALL_TIMEOUT, math.ceil(largest / MIN_CHECKSUM_RATE))
     parameters = {
         "copy_mode": copy_mode,
         "streams": streams,
         "timeout": timeout,
+        "stall_timeout": stall,
         "concurrency": concurrency,
         "checksum": checksum,
         "keep_copies": keep_copies,
@@ -274,6 +284,13 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
         experiment=None,
         deadline_seconds=rounds * (timeout or 300) * 2 + 600,
     )
+
+
+def stall_timeout(parameters: dict[str, Any]) -> int:
+    """The seconds with nothing moving after which a copy of a run with these parameters is stopped (0: never);
+    runs made before the stall guard have none stored and get the floor."""
+    value = parameters.get("stall_timeout")
+    return DEFAULT_STALL_TIMEOUT if value is None else int(value)
 
 
 def _activity_sites(activity: Activity) -> list[Site]:
@@ -306,7 +323,7 @@ def _activity_probe_defaults(
             return defaults
         host, _, port = hosts[0].rpartition(":") if hosts[0].count(":") == 1 else (hosts[0], "", "")
         defaults["host"] = host
-        if port.isdigit():
+        if is_whole_number(port):
             defaults["port"] = int(port)
     elif kind == ActivityKind.IO:
         endpoints = [e for site in sites if (e := _pick_endpoint(site, prefer=("root", "davs", "https")))]

@@ -23,12 +23,11 @@ from results.services import records_store
 from . import dispatch
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle, runs_copies_sweep
-from .engine import file_record_new, files_record, run_top_up
+from .engine import MAX_ATTEMPTS, file_record_new, file_requeue, files_record, run_top_up
 from .models import Run, RunFile
 from .parameters import DEFAULT_TIMEOUT, TRANSFER_KINDS
 from .probes.outcomes import FileOutcome
 
-MAX_ATTEMPTS = 2  # a file whose worker died is tried once more
 HUNG_GRACE = 60.0  # seconds past its gfal2 timeout after which a copy still running is taken for hung
 
 
@@ -96,16 +95,13 @@ def runs_reap(*, now: datetime | None = None) -> ReapSummary:
                 records.append(
                     file_record_new(
                         file,
-                        FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, message),
+                        FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
                         RecordState.FAILED,
                         int(run.parameters.get("concurrency") or 1),
                     )
                 )
                 if file.attempt < MAX_ATTEMPTS:
-                    file.state, file.task_id, file.error = FileState.QUEUED, "", message
-                    # The lost try's copy may live on at the destination server (a third-party copy is the
-                    # server's): the next try writes a name of its own rather than race it.
-                    file.destination_url = f"{file.destination_url.split('.try')[0]}.try{file.attempt + 1}"
+                    file_requeue(file, message=message)
                     summary.files_retried += 1
                 else:
                     file.state, file.end, file.error = FileState.FAILED, now, message
@@ -138,6 +134,13 @@ def copy_deadline_seconds(parameters: dict[str, Any]) -> float:
     grace. Past it the worker stops the copy's heartbeat (gfal2 cannot always stop a hung XRootD copy) and the
     reaper ends the try."""
     return float(parameters.get("timeout") or DEFAULT_TIMEOUT) + HUNG_GRACE
+
+
+def _lost_span(file: RunFile, now: datetime) -> tuple[datetime, datetime]:
+    """A lost try's [start, end): from its start to its last sign of life (its worker's last heartbeat), not to the
+    reaper's visit, so that the minutes after its worker died do not count as the link's active time."""
+    start = file.start or file.heartbeat or now
+    return start, max(file.heartbeat or now, start)
 
 
 def _lost_message(file: RunFile, now: datetime) -> str:
@@ -173,7 +176,7 @@ def _ended_runs_lost_files(*, now: datetime, lost_after: timedelta) -> int:
                 records=[
                     file_record_new(
                         file,
-                        FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, message),
+                        FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
                         state,
                         int(file.run.parameters.get("concurrency") or 1),
                     )

@@ -27,7 +27,7 @@ from . import clock, engine, reaper
 from .copies import run_copies_deleted, run_copies_to_delete
 from .dispatch import COPIES_DELETE_TASK, PREPARE_TASK, TRANSFER_TASK
 from .models import Run
-from .parameters import TRANSFER_KINDS
+from .parameters import TRANSFER_KINDS, stall_timeout
 from .probe_runs import run_probe_begin, run_probe_store
 from .probes.context import ProbeContext
 from .probes.outcomes import FileOutcome, utcnow
@@ -101,6 +101,7 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 checksum=str(parameters.get("checksum") or "ADLER32"),
                 cancel=cancelled,
                 progress=functools.partial(watcher.report, file.pk),
+                stall_timeout=stall_timeout(parameters),
             )
         except Exception as exc:  # a bug or an odd URL must still end the file, with the reason
             now = utcnow()

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import gfal2
 
 from .outcomes import FileOutcome, utcnow
+from .stall import STALLED, Abandoned, StallGuard
 
 MODES = ("pull", "push", "streamed", "native")
 HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streamed"}
@@ -112,6 +113,7 @@ def transfer_file(
     expected_checksum: str = "",
     cancel: threading.Event | None = None,
     progress: Callable[[int], None] | None = None,
+    stall_timeout: float = 0,
 ) -> FileOutcome:
     """Copy source_url to destination_url once and say how it went: real start and end, bytes (the source's
     size), the mode gfal2 actually used, the checksum both ends agreed on, gfal2's events in details.
@@ -120,7 +122,10 @@ def transfer_file(
     the value the source must have (gfal2 compares it too). `cancel`, when given and set by the caller, marks a
     failure after ctx.cancel() as cancelled. `progress`, when given, is called with the bytes copied so far each
     time gfal2 reports them (its monitor callback: about every 5 s, from the servers' performance markers for
-    third-party copies; a copy shorter than that reports nothing)."""
+    third-party copies; a copy shorter than that reports nothing). `stall_timeout` (seconds, 0: none) stops a
+    copy in which nothing moved for that long (runs.probes.stall): it fails as "stalled", saying for how long. A
+    stopped copy (stalled, or cancelled) that gfal2 does not bring back within 10 s is left to gfal2's own timeout
+    in its thread, and reported now."""
     if mode not in (None, "", *MODES):
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = ctx.transfer_parameters()
@@ -135,30 +140,40 @@ def transfer_file(
         ctx.set_opt_boolean("HTTP PLUGIN", "ENABLE_FALLBACK_TPC_COPY", mode == "streamed")
     events: list[str] = []
     copy_types: list[str] = []
+    guard = StallGuard(ctx, stall_timeout, cancel=cancel)
 
     def on_event(event: Any) -> None:
         stage, description = str(event.stage), str(event.description)
         events.append(f"{stage} {description}".strip())
         if stage.endswith("TRANSFER:TYPE"):
             copy_types.append(description)
+        guard.alive()
+
+    def on_progress(*marker: Any) -> None:  # source, destination, average, instant, bytes so far, elapsed
+        done = int(marker[4])
+        guard.moved(done)
+        if progress is not None:
+            progress(done)
 
     params.event_callback = on_event
-    if progress is not None:
-        report = progress
-
-        def on_progress(*marker: Any) -> None:  # source, destination, average, instant, bytes so far, elapsed
-            report(int(marker[4]))
-
-        params.monitor_callback = on_progress
+    params.monitor_callback = on_progress
     details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": events}
     start = utcnow()
     try:
-        ctx.filecopy(params, source_url, destination_url)
-    except gfal2.GError as exc:
+        guard.run(lambda: ctx.filecopy(params, source_url, destination_url))
+    except (gfal2.GError, Abandoned) as exc:
         end = utcnow()
         cancelled = bool(cancel is not None and cancel.is_set())
-        cause, message = _classify(ctx, exc, source_url, cancelled)
-        details.update(cause=cause, errno=exc.code, cancelled=cause == CANCELLED)
+        text = _message(exc) + (" (its thread is left to gfal2's own timeout)" if isinstance(exc, Abandoned) else "")
+        code = getattr(exc, "code", None)
+        # A stopped copy is not looked into further: its context may still be busy in the copy's thread.
+        if cancelled and isinstance(exc, Abandoned):
+            cause, message = CANCELLED, f"{CANCELLED}: {text}"
+        elif guard.fired and not cancelled:
+            cause, message = STALLED, guard.stall_message(text)
+        else:
+            cause, message = _classify(ctx, exc, source_url, cancelled)
+        details.update(cause=cause, errno=code, cancelled=cause == CANCELLED)
         return FileOutcome(
             source_url,
             destination_url,
@@ -175,11 +190,12 @@ def transfer_file(
     agreed = ""
     try:
         # The source's size: with checksums compared at both ends it is what arrived, and a source stat does not
-        # race with the destination server still closing the file.
-        size = int(ctx.stat(source_url).st_size)
+        # race with the destination server still closing the file. Watched too: a look that never answers must not
+        # hold the copy's result.
+        size = int(guard.run(lambda: ctx.stat(source_url)).st_size)
         if checksum and checksum.lower() != "none":
-            agreed = str(ctx.checksum(destination_url, checksum))
-    except gfal2.GError as exc:  # the copy succeeded; a failed look afterwards must not make it a failure
+            agreed = str(guard.run(lambda: ctx.checksum(destination_url, checksum)))
+    except (gfal2.GError, Abandoned) as exc:  # the copy succeeded; a failed look afterwards must not fail it
         details["after_copy"] = _message(exc)
     return FileOutcome(
         source_url,

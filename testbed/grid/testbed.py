@@ -3,9 +3,12 @@ clients need, and the sites document."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import shutil
+import signal
 import ssl
 import time
 import urllib.request
@@ -190,6 +193,20 @@ class Testbed(ServersMixin):
 
     def running(self) -> dict[str, bool]:
         return {name: processes.read_pid(self._pidfile(name)) is not None for name in self._process_names()}
+
+    @contextlib.contextmanager
+    def frozen(self, process: str) -> Iterator[None]:
+        """A server that stops answering without closing anything (SIGSTOP, SIGCONT when the block ends): its
+        kernel still accepts connections, nothing else happens, as when a storage node hangs. Copies to or from it
+        stall."""
+        pid = processes.read_pid(self._pidfile(process))
+        if pid is None:
+            raise RuntimeError(f"{process} is not running")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def is_up(self) -> bool:
         return all(self.running().values())

@@ -140,6 +140,17 @@ def test_the_default_timeout_gives_big_files_time_and_a_given_one_is_kept(coordi
     assert (small.parameters["timeout"], big.parameters["timeout"], given.parameters["timeout"]) == (300, 1000, 60)
 
 
+def test_the_default_stall_timeout_lets_a_big_file_be_checksummed_and_a_given_one_is_checked(coordinator: Any) -> None:
+    small = run_start(user=coordinator, kind="transfer", parameters=adhoc())
+    big = run_start(user=coordinator, kind="transfer", parameters=adhoc(file_size=20 * 10**9))
+    off = run_start(user=coordinator, kind="transfer", parameters=adhoc(stall_timeout=0))
+    stalls = (small.parameters["stall_timeout"], big.parameters["stall_timeout"], off.parameters["stall_timeout"])
+    assert stalls == (120, 400, 0)  # 20 GB checksummed at 50 MB/s takes 400 s
+    with pytest.raises(ValidationError) as caught:
+        run_start(user=coordinator, kind="transfer", parameters=adhoc(stall_timeout=-5))
+    assert caught.value.message_dict["stall_timeout"] == ["stall_timeout must be from 0 to 86400, not -5"]
+
+
 def test_the_workers_speak_the_schemes_of_the_loaded_gfal2_plugins() -> None:
     assert {"root", "davs", "https", "file"} <= worker_schemes()
     assert "s3" not in worker_schemes()
@@ -249,8 +260,9 @@ def test_the_reaper_retries_a_lost_file_once_then_fails_it_with_worker_lost(coor
     run = run_start(user=coordinator, kind="transfer", parameters=adhoc(file_count=1, concurrency=1))
     Run.objects.filter(pk=run.pk).update(state="running", started_at=timezone.now())
     stale = timezone.now() - timedelta(seconds=60)
+    began = stale - timedelta(seconds=40)
     RunFile.objects.filter(run=run).update(
-        state="running", attempt=1, task_id="t1", worker="w1@host", heartbeat=stale, start=stale
+        state="running", attempt=1, task_id="t1", worker="w1@host", heartbeat=stale, start=began
     )
     first = runs_reap()
     assert first.files_retried == 1
@@ -268,6 +280,8 @@ def test_the_reaper_retries_a_lost_file_once_then_fails_it_with_worker_lost(coor
         (1, "failed", "worker lost"),
         (2, "failed", "worker lost"),
     ]
+    # a lost try spans its start to its worker's last heartbeat, not the reaper's visit a minute later
+    assert (records[0].start, records[0].end) == (began, stale)
     assert sum(RateRollup.objects.values_list("files_failed", flat=True)) == 2
 
 

@@ -182,13 +182,19 @@ def test_forty_parallel_third_party_copies_of_64_mb_files(
         concurrency=40,
         copy_mode=copy_mode,
         experiment="ATLAS",
+        stall_timeout=60,
     )
     wait_for_run_end(run, 150)
     assert run.state == "finished", run.message
     records = list(TransferRecord.objects.filter(run=run).select_related("source_site", "destination_site"))
-    assert len(records) == 40
-    assert not [r.error_message for r in records if r.state != "ok"]
-    assert {(r.state, r.bytes, r.mode, r.attempt, r.concurrency) for r in records} == {("ok", 64 * MB, done_as, 1, 40)}
+    # XRootD 5.5.3 on 2 busy cores now and then leaves one of 40 third-party copies hanging (seen in CI, push and
+    # native): its stall guard stops it and the file is copied again, a failed try that says so, then an ok one.
+    stalled = [r for r in records if r.state != "ok"]
+    assert all(r.error_message.startswith("stalled: ") for r in stalled), [r.error_message for r in stalled]
+    records = [r for r in records if r.state == "ok"]
+    assert len(records) == 40 and len({r.origin_id.split("-try")[0] for r in records}) == 40
+    assert {(r.state, r.bytes, r.mode, r.concurrency) for r in records} == {("ok", 64 * MB, done_as, 40)}
+    assert {r.attempt for r in records} <= {1, 2} and sum(r.attempt == 2 for r in records) == len(stalled)
     assert {(r.source_site.name, r.destination_site.name) for r in records} == {
         (registry.endpoint(source).site, registry.endpoint(destination).site)
     }

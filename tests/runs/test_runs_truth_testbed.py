@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from common import processes
+from results.models import TransferRecord
 from runs.choices import CopiesState
 from runs.models import Run
 from runs.probes.context import gfal2_context_new
@@ -71,6 +72,35 @@ def test_a_transfer_run_leaves_no_copy_on_its_destination(registry: Testbed, coo
     assert run.state == "finished", run.message
     wait_for_copies(run, CopiesState.DELETED)
     assert run.copies_message.startswith("4 deleted")
+    assert copies_on_disk(registry, run) == []
+
+
+def test_a_copy_that_stalls_is_stopped_and_its_file_copied_again(
+    registry: Testbed, coordinator: Any, worker: Path
+) -> None:
+    """The destination's server frozen as the run starts (a hung storage node): the first try moves nothing, its
+    stall guard stops it after 5 s, a failed transfer that says so; the server comes back and the second try, to a
+    name of its own, copies the file. One file ok, two records, and no copy left behind."""
+    with registry.frozen("t1b"):
+        run = transfer(
+            registry,
+            coordinator,
+            source=registry.endpoint("t0.https").url,
+            destinations=[registry.endpoint("t1b.https").url],
+            copy_mode="pull",
+            file_count=1,
+            concurrency=1,
+            stall_timeout=5,
+        )
+        wait_for(lambda: TransferRecord.objects.filter(run=run, state="failed").exists(), 60, "the first try to stall")
+    wait_for_run_end(run, 60)
+    assert run.state == "finished", run.message
+    records = list(TransferRecord.objects.filter(run=run).order_by("attempt"))
+    assert [(r.attempt, r.state, r.bytes) for r in records] == [(1, "failed", 0), (2, "ok", 2 * MB)]
+    assert records[0].error_message.startswith("stalled: nothing moved for 5 s"), records[0].error_message
+    file = run.files.get()
+    assert file.attempt == 2 and file.destination_url.endswith(".try2")
+    wait_for_copies(run, CopiesState.DELETED)
     assert copies_on_disk(registry, run) == []
 
 

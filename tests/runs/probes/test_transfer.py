@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 import uuid
 import zlib
 from pathlib import Path
@@ -16,8 +17,9 @@ from typing import Any
 import pytest
 
 from runs.probes.context import gfal2_context_new
+from runs.probes.stall import Abandoned, StallGuard
 from runs.probes.testfiles import test_file, test_file_checksum, test_file_url
-from runs.probes.transfer import CANCELLED, CHECKSUM, MISSING, REFUSED, transfer_file
+from runs.probes.transfer import CANCELLED, CHECKSUM, MISSING, REFUSED, STALLED, transfer_file
 from testbed.grid import Testbed
 
 MB = 1024 * 1024
@@ -149,6 +151,33 @@ def test_a_file_corrupted_on_disk_fails_with_a_checksum_mismatch(
     assert outcome.error.startswith(CHECKSUM) and outcome.details["cause"] == CHECKSUM
 
 
+@pytest.mark.testbed
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("t0.https", "t1b.https", "push", "t1b"),
+        ("t0.https", "t1b.https", "pull", "t1b"),
+        ("t0.root", "t1a.root", "native", "t1a"),
+    ],
+)
+def test_a_copy_to_a_server_that_stopped_answering_is_stopped_as_stalled(
+    testbed: Testbed, gfal: Any, name: str, case: tuple[str, str, str, str]
+) -> None:
+    """The destination's server frozen (SIGSTOP: connections accepted, nothing answered), as a hung storage node:
+    the stall guard stops the copy after 3 s of nothing, and reports it at most 10 s later whether gfal2's cancel
+    brought the copy back or not (it does not break a TLS handshake, nor XRootD's wait for its socket), long before
+    gfal2's own 60 s timeout."""
+    source, destination, mode, server = case
+    source_url = test_file(gfal, testbed.url(source), 2 * MB)
+    with testbed.frozen(server):
+        outcome = transfer_file(
+            gfal, source_url, testbed.url(destination, name), mode=mode, timeout=60, stall_timeout=3
+        )
+    assert not outcome.ok and outcome.details["cause"] == STALLED, outcome.error
+    assert outcome.error.startswith(f"{STALLED}: nothing moved for 3 s (0 bytes copied by then)"), outcome.error
+    assert 3 <= outcome.seconds < 15
+
+
 def test_a_wrong_expected_checksum_fails_the_copy_fast() -> None:
     ctx = gfal2_context_new()
     outcome = transfer_file(
@@ -173,6 +202,63 @@ def test_a_copy_cancelled_from_another_thread_ends_as_cancelled_within_a_second(
     timer.cancel()
     assert not outcome.ok and outcome.details["cause"] == CANCELLED, outcome.error
     assert outcome.seconds < 5
+
+
+def test_a_copy_in_which_nothing_moves_is_stopped_as_stalled_after_its_stall_timeout() -> None:
+    outcome = transfer_file(
+        gfal2_context_new(),
+        "mock://host/slow?size=1000000&time=20",
+        "mock://host/out?time=20",
+        checksum="none",
+        stall_timeout=1,
+    )
+    assert not outcome.ok and outcome.details["cause"] == STALLED, outcome.error
+    assert outcome.error.startswith(f"{STALLED}: nothing moved for 1 s (0 bytes copied by then)"), outcome.error
+    assert 1 <= outcome.seconds < 5
+
+
+def test_a_copy_cancelled_by_its_run_is_cancelled_even_when_it_also_stalled() -> None:
+    ctx = gfal2_context_new()
+    cancel = threading.Event()
+    cancel.set()  # its run ended: whatever stopped the copy, it is cancelled, not a stall to try again
+    outcome = transfer_file(
+        ctx,
+        "mock://host/slow?size=1000000&time=20",
+        "mock://host/out?time=20",
+        checksum="none",
+        cancel=cancel,
+        stall_timeout=1,
+    )
+    assert not outcome.ok and outcome.details["cause"] == CANCELLED, outcome.error
+
+
+def test_the_stall_guard_waits_while_bytes_grow_then_stops_and_leaves_what_does_not_come_back() -> None:
+    guard = StallGuard(gfal2_context_new(), 0.6, abandon_after=1.0)
+    fired_while_growing: list[bool] = []
+
+    def operation() -> None:  # gfal2's cancel cannot stop this one: it stands for a hung TLS handshake
+        for done in range(1, 13):  # 1.2 s of growing bytes, twice the stall timeout
+            guard.moved(done * 1000)
+            time.sleep(0.1)
+        fired_while_growing.append(guard.fired)
+        for _ in range(40):  # then the same count for 4 s: no progress
+            guard.moved(12_000)
+            time.sleep(0.1)
+
+    began = time.monotonic()
+    with pytest.raises(Abandoned, match="had not returned 1 s after it was stopped"):
+        guard.run(operation)
+    assert fired_while_growing == [False]
+    assert guard.fired and guard.bytes == 12_000 and 0.6 <= guard.quiet < 1.0
+    assert 2.8 <= time.monotonic() - began < 3.8  # 1.2 s growing, 0.6 s quiet, 1 s for the cancel to work
+
+
+def test_an_operation_that_returns_gives_its_value_and_one_that_raises_its_error() -> None:
+    guard = StallGuard(gfal2_context_new(), 5)
+    assert guard.run(lambda: 42) == 42
+    with pytest.raises(ZeroDivisionError):
+        guard.run(lambda: 1 / 0)
+    assert not guard.fired
 
 
 def test_an_unknown_mode_is_refused() -> None:
