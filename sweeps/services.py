@@ -12,6 +12,7 @@ two advances at once start one step.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +32,8 @@ from sites.roles import user_is_coordinator
 from .choices import SWEEP_ENDED, SWEEP_UNDER_WAY, StepState, SweepState
 from .models import Sweep, SweepStep
 from .plan import sweep_plan, sweep_space_problems
+
+logger = logging.getLogger(__name__)
 
 ADVANCE_TASK = "sweeps.sweep_advance"
 # A step whose run ended waits for its copies to be deleted (so that the next step has the disk); a clean-up that
@@ -97,12 +100,19 @@ def sweep_cancel(sweep: Sweep, *, user: Any) -> Sweep:
         locked.message = f"cancelled by {getattr(user, 'username', '') or 'a coordinator'}"
         locked.save(update_fields=["state", "finished_at", "message"])
         locked.steps.filter(state=StepState.PENDING).update(state=StepState.CANCELLED, finished_at=now)
-        _wake_later(locked)
-        for step in locked.steps.filter(state=StepState.RUNNING).select_related("run"):
-            if step.run is not None and step.run.state not in RUN_ENDED:
-                run_cancel(step.run, user=user, message=f"its sweep was {locked.message}", system=True)
-            step.state, step.finished_at = StepState.ENDED, now
-            step.save(update_fields=["state", "finished_at"])
+        current = locked.steps.filter(state=StepState.RUNNING).select_related("run").first()
+        if current is not None and current.run is not None:
+            try:
+                with transaction.atomic():  # the run may have ended since it was read: nothing to cancel then
+                    run_cancel(current.run, user=user, message=f"its sweep was {locked.message}", system=True)
+            except ValidationError:
+                pass
+        # The current step stays running until its run has ended and its copies are gone (sweep_advance ends it):
+        # until then a later sweep that shares a site waits, as it would for a sweep under way.
+        if current is None:
+            _wake_later(locked)
+        else:
+            transaction.on_commit(lambda: advance_send(locked.pk))
     return locked
 
 
@@ -142,9 +152,12 @@ def sweep_advance(sweep_id: int) -> None:
     """Start the sweep's next step when its current one is over; end the sweep after its last step."""
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update(of=("self",)).filter(pk=sweep_id).select_related("activity").first()
-        if sweep is None or sweep.state in SWEEP_ENDED:
+        if sweep is None:
             return
         now = timezone.now()
+        if sweep.state in SWEEP_ENDED:
+            _cancelled_step_end(sweep, now)
+            return
         if sweep.state == SweepState.QUEUED and _waits(sweep):
             return
         current = sweep.steps.filter(state=StepState.RUNNING).select_related("run").first()
@@ -172,12 +185,26 @@ def sweep_advance(sweep_id: int) -> None:
         _sweep_end(sweep, now)
 
 
+def _cancelled_step_end(sweep: Sweep, now: Any) -> None:
+    """An ended (cancelled) sweep's step still running: ended once its run has ended and its copies are gone, and
+    then the sweeps that wait for this one's sites are woken."""
+    current = sweep.steps.filter(state=StepState.RUNNING).select_related("run").first()
+    if current is None or not _step_over(current, now):
+        return
+    current.state = StepState.ENDED
+    current.finished_at = (current.run.finished_at if current.run else None) or now
+    current.save(update_fields=["state", "finished_at"])
+    _wake_later(sweep)
+
+
 def _waits(sweep: Sweep) -> bool:
     """Whether an earlier sweep under way measures one of this sweep's sites (sweeps sharing a site run one after
     the other, in the order they were made, so that they do not disturb each other); says so in its message."""
     sites = {site for pair in sweep.steps.values_list("source_id", "destination_id") for site in pair}
     earlier = (
-        SweepStep.objects.filter(sweep__state__in=SWEEP_UNDER_WAY, sweep_id__lt=sweep.pk)
+        # an earlier sweep under way, or cancelled with its last step's run still ending
+        SweepStep.objects.filter(Q(sweep__state__in=SWEEP_UNDER_WAY) | Q(sweep__steps__state=StepState.RUNNING))
+        .filter(sweep_id__lt=sweep.pk)
         .filter(Q(source_id__in=sites) | Q(destination_id__in=sites))
         .values_list("sweep_id", "sweep__name")
         .order_by("sweep_id")
@@ -218,8 +245,13 @@ def _sweep_end(sweep: Sweep, now: Any) -> None:
 
 
 def sweeps_advance() -> int:
-    """Beat: advance every sweep under way (a lost message or a restarted worker does not stall it)."""
-    ids = list(Sweep.objects.filter(state__in=SWEEP_UNDER_WAY).order_by("pk").values_list("pk", flat=True))
+    """Beat: advance every sweep under way, and every cancelled one whose last step's run is still ending (a lost
+    message or a restarted worker does not stall it; one sweep's error does not stall the others)."""
+    moving = Q(state__in=SWEEP_UNDER_WAY) | Q(steps__state=StepState.RUNNING)
+    ids = list(Sweep.objects.filter(moving).distinct().order_by("pk").values_list("pk", flat=True))
     for sweep_id in ids:
-        sweep_advance(sweep_id)
+        try:
+            sweep_advance(sweep_id)
+        except Exception:  # the broker or the database away a moment: the next beat tries again
+            logger.exception("sweep %s could not advance", sweep_id)
     return len(ids)

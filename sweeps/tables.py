@@ -94,7 +94,8 @@ def matrix_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dict
     """One row per transfer step, in step order (pending steps with no numbers yet). Files ok and failed are the
     step's files by their final outcome (a try lost with its worker and copied again is one file, ok); the rates
     are its transfer records' (results.link_matrix, by run): bytes of the ok transfers over the union of all its
-    transfers' intervals, and each ok file's bytes over its own duration, added up."""
+    transfers' intervals, and each ok file's bytes over its own duration, added up over C files in flight
+    (_per_round)."""
     steps = steps if steps is not None else steps_of(sweep)
     transfer = [step for step in steps if step.kind == StepKind.TRANSFER]
     run_ids = [step.run_id for step in transfer if step.run_id]
@@ -133,7 +134,7 @@ def matrix_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dict
                 "files_failed": bad,
                 "failure_ratio": bad / (ok + bad) if ok is not None and bad is not None and ok + bad else None,
                 "aggregate_rate": found.rate if found else None,
-                "sum_of_file_rates": found.sum_of_file_rates if found and found.files_ok else None,
+                "sum_of_file_rates": _per_round(found, step.concurrency) if found and found.files_ok else None,
                 "volume": found.volume if found else None,
                 "active_seconds": found.active_seconds if found else None,
                 "top_error": error,
@@ -141,6 +142,16 @@ def matrix_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dict
             }
         )
     return rows
+
+
+def _per_round(cell: LinkCell, concurrency: int | None) -> float | None:
+    """The single-file rates of a step's C files in flight, added up (the JUNO way): their plain sum when the step
+    copied at most C files at once, else the sum scaled to C files (the mean file rate times C), so that 100
+    files copied 10 at a time do not read as ten times the link."""
+    if cell.sum_of_file_rates is None:
+        return None
+    rounds = cell.files_ok / concurrency if concurrency else 1.0
+    return cell.sum_of_file_rates / max(rounds, 1.0)
 
 
 def network_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dict[str, Any]]:

@@ -164,7 +164,11 @@ class MatrixRowSerializer(serializers.Serializer[Any]):
     failure_ratio = serializers.FloatField(allow_null=True)
     aggregate_rate = serializers.FloatField(allow_null=True, help_text="bytes over the step's active window, B/s")
     sum_of_file_rates = serializers.FloatField(
-        allow_null=True, help_text="each ok file's bytes over its own duration, added up (the seed's way), B/s"
+        allow_null=True,
+        help_text=(
+            "each ok file's bytes over its own duration, added up (the seed's way) over the step's C files in "
+            "flight: scaled to C when the step copied more files than C (mean file rate x C), B/s"
+        ),
     )
     volume = serializers.IntegerField(allow_null=True)
     active_seconds = serializers.FloatField(allow_null=True)

@@ -11,6 +11,7 @@ from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -86,6 +87,12 @@ class SweepViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         numbers."""
         serializer = SweepStartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        unknown = sorted(set(request.data) - set(serializer.fields))  # a typo must not quietly take a default
+        if unknown:
+            known = ", ".join(sorted(serializer.fields))
+            raise ValidationError(
+                {"non_field_errors": [f"unknown field {name[:100]!r} (known: {known})" for name in unknown[:20]]}
+            )
         data = dict(serializer.validated_data)
         activity = data.pop("activity", None)
         if "links" in data:

@@ -4,6 +4,7 @@ the queue of each step (its source's), the signal that advances a sweep, and who
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from results.models import TransferRecord
 from runs import dispatch
 from runs.models import Run
 from runs.probes.context import ProbeContext
@@ -124,6 +126,9 @@ def test_the_api_refuses_with_messages_by_field(sites: list[Any], coordinator: A
     assert response.status_code == 400 and response.json() == {"sites": ["no site named 'Z'"]}
     response = client.post("/api/v1/sweeps/", {**body(), "concurrency": ["many"]}, format="json")
     assert response.status_code == 400 and "concurrency" in response.json()
+    response = client.post("/api/v1/sweeps/", {**body(), "file_sizes": 5}, format="json")  # a typo, not a default
+    assert response.status_code == 400 and "unknown field 'file_sizes'" in response.json()["non_field_errors"][0]
+    assert not Sweep.objects.exists()
     made = sweep_start(user=coordinator, data=body())
     assert [s["id"] for s in client.get("/api/v1/sweeps/?state=queued").json()["results"]] == [made.pk]
     assert client.get("/api/v1/sweeps/?state=finished").json()["results"] == []
@@ -202,15 +207,34 @@ def test_a_sweep_of_which_no_step_can_start_fails(sites: list[Any], coordinator:
 def test_cancel_stops_the_current_run_and_the_pending_steps(sites: list[Any], coordinator: Any) -> None:
     sweep = sweep_start(user=coordinator, data=body(modes=["pull"], sites=["A", "B"]))
     sweep_advance(sweep.pk)
+    Run.objects.filter(sweep_step__sweep=sweep).update(state="running", copies="present")  # it has written
     sweep_cancel(sweep, user=coordinator)
     sweep.refresh_from_db()
     states = list(sweep.steps.order_by("index").values_list("state", "run__state"))
-    assert sweep.state == "cancelled" and states[0] == ("ended", "cancelled")
+    # The current step's run is cancelled, and the step runs on until its copies are gone.
+    assert sweep.state == "cancelled" and states[0] == ("running", "cancelled")
     assert {state for state, _ in states[1:]} == {"cancelled"}
     sweep_advance(sweep.pk)  # an advance after the cancel starts nothing
     assert Run.objects.count() == 1
+    assert sweep.steps.get(index=0).state == "running"  # its copies are still being deleted
+    Run.objects.filter(sweep_step__sweep=sweep).update(copies="deleted")
+    sweep_advance(sweep.pk)
+    assert sweep.steps.get(index=0).state == "ended"
     with pytest.raises(ValidationError):
         sweep_cancel(sweep, user=coordinator)
+
+
+def test_cancel_while_the_current_run_ends_by_itself_still_cancels_the_sweep(
+    sites: list[Any], coordinator: Any
+) -> None:
+    sweep = sweep_start(user=coordinator, data=body(modes=["pull"], sites=["A", "B"]))
+    sweep_advance(sweep.pk)
+    run = sweep.steps.get(index=0).run
+    stale = Sweep.objects.get(pk=sweep.pk)
+    Run.objects.filter(pk=run.pk).update(state="finished", finished_at=timezone.now(), copies="deleted")
+    sweep_cancel(stale, user=coordinator)  # the run it read as running has ended meanwhile
+    sweep.refresh_from_db()
+    assert sweep.state == "cancelled" and Run.objects.get(pk=run.pk).state == "finished"
 
 
 def test_a_step_run_saved_in_its_end_sends_its_sweeps_advance(
@@ -227,6 +251,44 @@ def test_a_step_run_saved_in_its_end_sends_its_sweeps_advance(
         run.state, run.copies = "finished", ""
         run.save(update_fields=["state", "copies"])
     assert no_workers["advance"] == [sweep.pk, sweep.pk]
+
+
+def test_a_steps_rates_are_its_own_bytes_over_its_active_window_and_its_file_rates_per_round(
+    sites: list[Any], coordinator: Any
+) -> None:
+    """4 files of 100 MB at C = 2 on A -> B over [0, 10), [0, 10), [10, 20), [12, 17): 400 MB over the 20 s the
+    link was active is 20 MB/s; the file rates 10 + 10 + 10 + 20 = 50 MB/s are two rounds of two files, 25 MB/s per
+    round. A transfer of another run on the same link at the same time counts nothing here."""
+    sweep = sweep_start(user=coordinator, data=body(modes=["pull"], sites=["A", "B"], network=False, file_count=4))
+    sweep_advance(sweep.pk)
+    step = sweep.steps.get(index=0)
+    other = Run.objects.create(kind="transfer", parameters={})
+    zero = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    spans = [
+        (0, 10, step.run_id),
+        (0, 10, step.run_id),
+        (10, 20, step.run_id),
+        (12, 17, step.run_id),
+        (0, 40, other.pk),
+    ]
+    for number, (begin, end, run_id) in enumerate(spans):
+        TransferRecord.objects.create(
+            source_site=sites[0],
+            destination_site=sites[1],
+            run_id=run_id,
+            bytes=100 * 10**6,
+            start=zero + timedelta(seconds=begin),
+            end=zero + timedelta(seconds=end),
+            state="ok",
+            origin="probe",
+            origin_id=f"r{number}",
+            mode="pull",
+            concurrency=2,
+        )
+    row = next(row for row in matrix_rows(sweep) if row["source"] == "A" and row["destination"] == "B")
+    assert row["volume"] == 400 * 10**6 and row["active_seconds"] == 20
+    assert row["aggregate_rate"] == pytest.approx(20e6)
+    assert row["sum_of_file_rates"] == pytest.approx(25e6)
 
 
 def test_network_rows_read_the_probe_summary(sites: list[Any], coordinator: Any) -> None:
@@ -339,9 +401,17 @@ def test_sweeps_that_share_a_site_run_one_after_the_other(
     assert second.message == f"waits for sweep {first.pk} (s), which measures some of the same sites"
     assert apart.state == "queued" and f"waits for sweep {second.pk}" in apart.message  # C: after the second
     no_workers["advance"].clear()
+    Run.objects.filter(sweep_step__sweep=first).update(state="running", copies="present")  # it has written
     with django_capture_on_commit_callbacks(execute=True):
         sweep_cancel(first, user=coordinator)
-    woken = [sweep_id for sweep_id in no_workers["advance"] if sweep_id != first.pk]  # (its own: a no-op)
+    assert set(no_workers["advance"]) == {first.pk}  # its own: its cancelled run's copies are still at B
+    sweep_advance(second.pk)
+    second.refresh_from_db()
+    assert second.state == "queued" and f"waits for sweep {first.pk}" in second.message
+    Run.objects.filter(sweep_step__sweep=first).update(copies="deleted")  # its run's copies are gone
+    with django_capture_on_commit_callbacks(execute=True):
+        sweep_advance(first.pk)
+    woken = [sweep_id for sweep_id in no_workers["advance"] if sweep_id != first.pk]
     assert woken == [second.pk, apart.pk]  # the sweeps that may wait for it
     sweep_advance(second.pk)
     second.refresh_from_db()

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from common import processes
 from runs.dispatch import served_queues_forget
-from runs.models import Run
+from runs.models import Run, RunFile
 from runs.tasks import runs_reap
 from sweeps.models import Sweep
 from sweeps.services import sweeps_advance
@@ -156,7 +156,9 @@ def test_a_sweep_cancelled_in_its_middle_stops_and_leaves_no_copy(
     states = [step["state"] for step in body["steps"]]
     assert "cancelled" in states and states.count("pending") == 0
     sweep = Sweep.objects.get(pk=sweep_id)
-    time.sleep(3)  # no step starts after the cancel
+    # The current step ends once its cancelled run has ended and its copies are deleted; no step starts after it.
+    wait_for(lambda: not sweep.steps.filter(state__in=["pending", "running"]).exists(), 60, "the current step to end")
+    time.sleep(3)
     assert not sweep.steps.filter(state__in=["pending", "running"]).exists()
     assert sweep.steps.exclude(run=None).count() == len([s for s in states if s != "cancelled"])
     for run in Run.objects.filter(sweep_step__sweep=sweep):
@@ -192,6 +194,8 @@ def test_a_sweep_whose_worker_is_killed_goes_on_with_the_next_worker(
         rows = api.get(f"/api/v1/sweeps/{sweep_id}/matrix/").json()["rows"]
         assert len(rows) == 4
         # The copies the killed worker lost were copied again: every file is ok once, none counted twice.
+        retried = RunFile.objects.filter(run__sweep_step__sweep_id=sweep_id, attempt=2)
+        assert retried.exists(), "the worker was killed with no copy in flight"
         for row in rows:
             assert (row["files_ok"], row["files_failed"]) == (row["concurrency"], 0), row
             assert row["volume"] == row["concurrency"] * 16 * MB, row
