@@ -123,7 +123,8 @@ def transfer_file(
     failure after ctx.cancel() as cancelled. `progress`, when given, is called with the bytes copied so far each
     time gfal2 reports them (its monitor callback: about every 5 s, from the servers' performance markers for
     third-party copies; a copy shorter than that reports nothing). `stall_timeout` (seconds, 0: none) stops a
-    copy in which nothing moved for that long (runs.probes.stall): it fails as "stalled", saying for how long. A
+    copy in which nothing moved for that long once its first byte moved, or that moved no byte within its
+    `timeout` (runs.probes.stall): it fails as "stalled", saying for how long. A
     stopped copy (stalled, or cancelled) that gfal2 does not bring back within 10 s is left to gfal2's own timeout
     in its thread, and reported now."""
     if mode not in (None, "", *MODES):
@@ -140,7 +141,7 @@ def transfer_file(
         ctx.set_opt_boolean("HTTP PLUGIN", "ENABLE_FALLBACK_TPC_COPY", mode == "streamed")
     events: list[str] = []
     copy_types: list[str] = []
-    guard = StallGuard(ctx, stall_timeout, cancel=cancel)
+    guard = StallGuard(ctx, stall_timeout, cancel=cancel, first_byte_within=max(timeout, stall_timeout))
 
     def on_event(event: Any) -> None:
         stage, description = str(event.stage), str(event.description)

@@ -182,6 +182,7 @@ def test_forty_parallel_third_party_copies_of_64_mb_files(
         concurrency=40,
         copy_mode=copy_mode,
         experiment="ATLAS",
+        timeout=90,  # a copy that moved no byte by then is a stall too
         stall_timeout=60,
     )
     wait_for_run_end(run, 150)

@@ -90,6 +90,7 @@ def test_a_copy_that_stalls_is_stopped_and_its_file_copied_again(
             copy_mode="pull",
             file_count=1,
             concurrency=1,
+            timeout=5,  # no byte moves: the guard stops it at its timeout (after one, at its stall timeout)
             stall_timeout=5,
         )
         wait_for(lambda: TransferRecord.objects.filter(run=run, state="failed").exists(), 60, "the first try to stall")

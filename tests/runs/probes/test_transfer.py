@@ -169,9 +169,7 @@ def test_a_copy_to_a_server_that_stopped_answering_is_stopped_as_stalled(
     source, destination, mode, server = case
     source_url = test_file(gfal, testbed.url(source), 2 * MB)
     with testbed.frozen(server):
-        outcome = transfer_file(
-            gfal, source_url, testbed.url(destination, name), mode=mode, timeout=60, stall_timeout=3
-        )
+        outcome = transfer_file(gfal, source_url, testbed.url(destination, name), mode=mode, timeout=3, stall_timeout=3)
     assert not outcome.ok and outcome.details["cause"] == STALLED, outcome.error
     assert outcome.error.startswith(f"{STALLED}: nothing moved for 3 s (0 bytes copied by then)"), outcome.error
     assert 3 <= outcome.seconds < 15
@@ -209,6 +207,7 @@ def test_a_copy_in_which_nothing_moves_is_stopped_as_stalled_after_its_stall_tim
         "mock://host/slow?size=1000000&time=20",
         "mock://host/out?time=20",
         checksum="none",
+        timeout=1,
         stall_timeout=1,
     )
     assert not outcome.ok and outcome.details["cause"] == STALLED, outcome.error
@@ -226,6 +225,7 @@ def test_a_copy_cancelled_by_its_run_is_cancelled_even_when_it_also_stalled() ->
         "mock://host/out?time=20",
         checksum="none",
         cancel=cancel,
+        timeout=1,
         stall_timeout=1,
     )
     assert not outcome.ok and outcome.details["cause"] == CANCELLED, outcome.error
@@ -250,6 +250,22 @@ def test_the_stall_guard_waits_while_bytes_grow_then_stops_and_leaves_what_does_
     assert fired_while_growing == [False]
     assert guard.fired and guard.bytes == 12_000 and 0.6 <= guard.quiet < 1.0
     assert 2.8 <= time.monotonic() - began < 3.8  # 1.2 s growing, 0.6 s quiet, 1 s for the cancel to work
+
+
+def test_before_its_first_byte_a_copy_may_wait_its_first_byte_limit() -> None:
+    guard = StallGuard(gfal2_context_new(), 0.3, first_byte_within=1.2, abandon_after=0.2)
+
+    def queued_then_moving() -> None:  # a third-party copy in a server's queue for 0.8 s, then copying
+        time.sleep(0.8)
+        for done in range(1, 5):
+            guard.moved(done)
+            time.sleep(0.1)
+
+    guard.run(queued_then_moving)
+    assert not guard.fired
+    with pytest.raises(Abandoned):
+        guard.run(lambda: time.sleep(3))  # bytes moved already: 0.3 s of nothing is a stall
+    assert guard.fired and 0.3 <= guard.quiet < 0.6
 
 
 def test_an_operation_that_returns_gives_its_value_and_one_that_raises_its_error() -> None:
