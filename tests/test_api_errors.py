@@ -130,7 +130,7 @@ def test_guessing_tokens_from_one_address_is_stopped_with_429_and_when_to_come_b
 
 
 def test_a_digit_int_cannot_read_is_refused_or_ignored_never_a_500(coordinator: Any, api: APIClient) -> None:
-    """"²" is a digit to str.isdigit() and not a number to int(): every place that reads a number a person typed
+    """The character ² is a digit to str.isdigit() and not a number to int(): every place that reads a typed number
     (query parameters, form fields) takes ASCII digits only."""
     from challenges.choices import Direction
     from sweeps.models import Sweep
