@@ -124,9 +124,9 @@ def transfer_file(
     time gfal2 reports them (its monitor callback: about every 5 s, from the servers' performance markers for
     third-party copies; a copy shorter than that reports nothing). `stall_timeout` (seconds, 0: none) stops a
     copy in which nothing moved for that long once its first byte moved, or that moved no byte within its
-    `timeout` (runs.probes.stall): it fails as "stalled", saying for how long. A
-    stopped copy (stalled, or cancelled) that gfal2 does not bring back within 10 s is left to gfal2's own timeout
-    in its thread, and reported now."""
+    `timeout` (runs.probes.stall): it fails as "stalled", saying for how long. A stopped copy (stalled, or
+    cancelled) that gfal2 does not bring back within 10 s is left to gfal2's own timeout in its thread, and
+    reported now."""
     if mode not in (None, "", *MODES):
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = ctx.transfer_parameters()
