@@ -166,7 +166,7 @@ def main() -> None:
                     break
                 time.sleep(0.2)
             portal_wall = time.monotonic() - started
-            patterns.append(f"**/portal-runs/run-{run.pk}")
+            patterns.append(f"**/portal-runs/{run.directory}")
             files = list(RunFile.objects.filter(run=run))
             done = [f for f in files if f.state == "done"]
             portal_bytes = sum(f.bytes for f in done)

@@ -67,20 +67,21 @@ def run_copies_delete(run: Run, *, user: Any, system: bool = False) -> Run:
 
 @dataclass
 class CopiesToDelete:
-    """Every name a run's tries may have written (a retried file writes `<name>.tryN`) and the run's directories."""
+    """Every name a run's tries may have written (`RunFile.written`: a retried file writes `<name>.tryN`; a name
+    refused because a file was already there is not among them) and the run's directories."""
 
     urls: list[str] = field(default_factory=list)
     directories: list[str] = field(default_factory=list)
 
 
 def run_copies_to_delete(run_id: int) -> CopiesToDelete:
-    """The destination names of every file of the run that was ever sent to a worker."""
+    """The names the run's tries may have written, and their directories (removed only when empty)."""
     found = CopiesToDelete()
     directories: set[str] = set()
-    for url, attempt in RunFile.objects.filter(run_id=run_id, attempt__gt=0).values_list("destination_url", "attempt"):
-        base = url.split(".try")[0]
-        found.urls.extend([base, *(f"{base}.try{number}" for number in range(2, attempt + 1))])
-        directories.add(base.rsplit("/", 1)[0])
+    for written in RunFile.objects.filter(run_id=run_id, attempt__gt=0).values_list("written", flat=True):
+        for url in written:
+            found.urls.append(url)
+            directories.add(url.rsplit("/", 1)[0])
     found.directories = sorted(directories)
     return found
 

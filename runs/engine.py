@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Case, Count, DateTimeField, F, PositiveBigIntegerField, Q, Value, When
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from results.choices import RecordState
@@ -32,7 +33,7 @@ from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle
 from .models import Run, RunFile
 from .probes.outcomes import FileOutcome
-from .probes.transfer import DESTINATION_FULL, STALLED
+from .probes.transfer import DESTINATION_FULL, EXISTS, STALLED
 
 MAX_ATTEMPTS = 2  # a file whose worker died (runs.reaper) or whose copy stalled is tried once more
 
@@ -194,7 +195,8 @@ def run_prepare(
 
 def file_claim(file_id: int, attempt: int, task_id: str, worker: str) -> RunFile | None:
     """queued -> running for the task the file was sent with; None when this message is stale (a duplicate, a
-    retry superseded it, or the run was cancelled)."""
+    retry superseded it, or the run was cancelled). The try's name joins the names the run may have written (its
+    clean-up deletes those, and nothing else)."""
     now = timezone.now()
     claimed = RunFile.objects.filter(
         pk=file_id, attempt=attempt, task_id=task_id, state=FileState.QUEUED, run__state=RunState.RUNNING
@@ -207,6 +209,11 @@ def file_claim(file_id: int, attempt: int, task_id: str, worker: str) -> RunFile
         error="",
         progress_bytes=0,
         progress_at=None,
+        written=RawSQL(
+            "CASE WHEN written @> jsonb_build_array(destination_url) THEN written "
+            "ELSE written || jsonb_build_array(destination_url) END",
+            [],
+        ),
     )
     if not claimed:
         return None
@@ -247,6 +254,9 @@ def file_finish(file_id: int, attempt: int, task_id: str, outcome: FileOutcome) 
         if outcome.details.get("cause") == DESTINATION_FULL and run.state not in RUN_ENDED:
             # Every later file would fail the same way: stop the run now, not file after file.
             _run_stop(run, message=f"{outcome.error} (stopped at file {file.index}: the run cannot go on)")
+        if outcome.details.get("cause") == EXISTS:
+            # Refused before it wrote a byte: the file there is someone else's, and the clean-up must leave it.
+            file.written = [url for url in file.written if url != file.destination_url]
         file.start, file.end = outcome.start, max(outcome.end, outcome.start)
         # A copy whose size could not be asked afterwards (details["after_copy"]) moved its planned size all the
         # same: gfal2 compared the checksums at both ends.
@@ -254,7 +264,7 @@ def file_finish(file_id: int, attempt: int, task_id: str, outcome: FileOutcome) 
         file.mode = outcome.mode[:16]
         file.error = outcome.error
         file.recorded = False
-        file.save(update_fields=["state", "start", "end", "bytes", "mode", "error", "recorded"])
+        file.save(update_fields=["state", "start", "end", "bytes", "mode", "error", "recorded", "written"])
         run_top_up(run)
     files_record([file_id])
     return True

@@ -42,6 +42,12 @@ class Run(models.Model):
     summary = models.JSONField(
         default=dict, blank=True, help_text="what a staging, network, cache or io probe reported as a whole"
     )
+    directory = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="the directory its copies go to under portal-runs/ (run-ID-RANDOM: no other database, nor this "
+        "one restored from a backup, can make the same name)",
+    )
 
     # A DDM service reads its experiment's activities' runs (ad hoc runs are no experiment's plan).
     objects = ActivityExperimentQuerySet.as_manager()
@@ -86,6 +92,13 @@ class RunFile(models.Model):
     progress_at = models.DateTimeField(null=True, blank=True, help_text="when progress_bytes was reported")
     mode = models.CharField(max_length=16, blank=True, help_text="what gfal2 really did: pull, push, streamed ...")
     error = models.TextField(blank=True)
+    written = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="the destination names its tries may have written (the clean-up deletes these and nothing else): "
+        "a name is added when a try starts copying to it, and taken back when the copy was refused because the "
+        "name already existed (someone else's file)",
+    )
     recorded = models.BooleanField(
         default=False, help_text="the try that ended is stored as a transfer record (or there is nothing to store)"
     )

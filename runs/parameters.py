@@ -31,6 +31,11 @@ DEFAULT_TIMEOUT = 300  # seconds a copy may take, at least
 MIN_FILE_RATE = 5e6  # bytes/s: a copy's default timeout gives each file at least this rate
 DEFAULT_STALL_TIMEOUT = 120  # seconds with nothing moving after which a copy is stopped and tried again, at least
 MIN_CHECKSUM_RATE = 50e6  # bytes/s: the default stall timeout lets a storage checksum a whole file at this rate
+# Seconds a copy may wait for its first byte, at least: a server queues third-party copies (measured on the testbed:
+# 40 native copies of 512 MiB at once waited up to 58 s for their first byte, the queue draining at 370 MB/s). Twice
+# that, or the time for the run's C copies to pass through a queue draining at MIN_QUEUE_RATE when longer.
+DEFAULT_FIRST_BYTE_TIMEOUT = 120
+MIN_QUEUE_RATE = 100e6  # bytes/s
 HTTP_SCHEMES = ("davs", "https", "dav", "http")
 ROOT_SCHEMES = ("root", "roots", "xroot", "xroots")
 
@@ -47,6 +52,7 @@ KIND_PARAMETERS: dict[str, set[str]] = {
         "streams",
         "timeout",
         "stall_timeout",
+        "first_byte_timeout",
         "checksum",
         "keep_copies",
     },
@@ -198,8 +204,6 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
             defaults.update(_activity_transfer_defaults(activity, copy_mode, problems))
     merged = {**defaults, **{k: v for k, v in given.items() if v is not None}}
     streams = _integer(problems, merged, "streams", 1, low=1, high=64)
-    timeout = _integer(problems, merged, "timeout", None, low=1, high=86400) if "timeout" in merged else None
-    stall = _integer(problems, merged, "stall_timeout", None, low=0, high=86400) if "stall_timeout" in merged else None
     concurrency = _integer(problems, merged, "concurrency", 10, low=1, high=1000)
     # A tape write keeps its files by default: the recalls (A-DT) read them back.
     keep_copies = merged.get("keep_copies", kind == ActivityKind.TAPE_WRITE)
@@ -252,18 +256,13 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
     mode_problem = _copy_mode_problem(copy_mode, files)
     if mode_problem:
         problems.add("copy_mode", mode_problem)
-    if timeout is None:
-        # Slow enough for a busy link: at least 5 MB/s per file (a 5 GB file gets 1000 s), never under 5 minutes.
-        timeout = max(DEFAULT_TIMEOUT, math.ceil(max((size for _, _, size in files), default=0) / MIN_FILE_RATE))
-    if stall is None:
-        # Nothing moving for 2 minutes is a stall, unless the file is so large that checksumming it takes longer.
-        largest = max((size for _, _, size in files), default=0)
-        stall = max(DEFAULT_STALL_TIMEOUT, math.ceil(largest / MIN_CHECKSUM_RATE))
+    timeouts = _copy_timeouts(
+        problems, merged, largest=max((size for _, _, size in files), default=0), concurrency=concurrency
+    )
     parameters = {
         "copy_mode": copy_mode,
         "streams": streams,
-        "timeout": timeout,
-        "stall_timeout": stall,
+        **timeouts,
         "concurrency": concurrency,
         "checksum": checksum,
         "keep_copies": keep_copies,
@@ -282,8 +281,27 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
         files=files,
         site=source_endpoint.site if source_endpoint else (activity.source if activity else None),
         experiment=None,
-        deadline_seconds=rounds * (timeout or 300) * 2 + 600,
+        deadline_seconds=rounds * timeouts["timeout"] * 2 + 600,
     )
+
+
+def _copy_timeouts(problems: _Problems, merged: dict[str, Any], *, largest: int, concurrency: int) -> dict[str, int]:
+    """A run's `timeout`, `stall_timeout` and `first_byte_timeout` (seconds), as given or from its largest file."""
+    given = {
+        name: _integer(problems, merged, name, None, low=low, high=86400) if name in merged else None
+        for name, low in (("timeout", 1), ("stall_timeout", 0), ("first_byte_timeout", 0))
+    }
+    # Slow enough for a busy link: at least 5 MB/s per file (a 5 GB file gets 1000 s), never under 5 minutes.
+    timeout = given["timeout"] or max(DEFAULT_TIMEOUT, math.ceil(largest / MIN_FILE_RATE))
+    stall = given["stall_timeout"]
+    if stall is None:
+        # Nothing moving for 2 minutes is a stall, unless the file is so large that checksumming it takes longer.
+        stall = max(DEFAULT_STALL_TIMEOUT, math.ceil(largest / MIN_CHECKSUM_RATE))
+    first_byte = given["first_byte_timeout"]
+    if first_byte is None:
+        queued = math.ceil((concurrency or 1) * largest / MIN_QUEUE_RATE)
+        first_byte = min(timeout, max(DEFAULT_FIRST_BYTE_TIMEOUT, queued))
+    return {"timeout": timeout, "stall_timeout": stall, "first_byte_timeout": first_byte}
 
 
 def stall_timeout(parameters: dict[str, Any]) -> int:

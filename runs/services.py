@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 from typing import Any
 
@@ -69,13 +70,15 @@ def run_start(
             deadline=now + timedelta(seconds=plan.deadline_seconds),
         )
         if plan.files:
+            run.directory = run_directory_new(run.pk)
+            run.save(update_fields=["directory"])
             RunFile.objects.bulk_create(
                 [
                     RunFile(
                         run=run,
                         index=index,
                         source_url=source,
-                        destination_url=destination.replace("{run}", f"run-{run.pk}"),
+                        destination_url=destination.replace("{run}", run.directory),
                         size=size,
                         queue=queue,
                     )
@@ -84,6 +87,13 @@ def run_start(
             )
         transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue))
     return run
+
+
+def run_directory_new(run_id: int) -> str:
+    """`run-ID-RANDOM`: the directory of a run's copies. The id alone is not enough: every database numbers its runs
+    from 1, and so does a database restored from a backup after the runs it lost; with the same storage behind two
+    of them, one would overwrite and then delete the other's copies."""
+    return f"run-{run_id}-{secrets.token_hex(6)}"
 
 
 def run_cancel(run: Run, *, user: Any, message: str = "", system: bool = False) -> Run:

@@ -77,6 +77,7 @@ def run_prepare(self: Any, run_id: int) -> None:
 @shared_task(bind=True, name=TRANSFER_TASK, ignore_result=True, acks_late=True)
 def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     """Copy one file of a transfer run (try `attempt`), store its record, send the run's next file."""
+    from .probes.stall import peers as stall_peers
     from .probes.transfer import transfer_file
 
     received = time.monotonic()
@@ -102,6 +103,8 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 cancel=cancelled,
                 progress=functools.partial(watcher.report, file.pk),
                 stall_timeout=stall_timeout(parameters),
+                first_byte_timeout=int(parameters.get("first_byte_timeout") or 0),
+                peers=stall_peers,
             )
         except Exception as exc:  # a bug or an odd URL must still end the file, with the reason
             now = utcnow()

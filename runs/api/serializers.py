@@ -67,6 +67,7 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "message",
             "copies",
             "copies_message",
+            "directory",
         ]
         read_only_fields = fields
 

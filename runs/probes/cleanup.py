@@ -17,7 +17,9 @@ class CleanupResult:
 
 
 def copies_delete(ctx: Any, urls: list[str], directories: list[str]) -> CleanupResult:
-    """unlink every URL (a missing one is fine), then remove the run's directories when they are empty."""
+    """unlink every URL (a missing one is fine), then remove the run's directories when they are empty: a directory
+    that still holds anything (someone else's file, a copy that could not be deleted) is left as it is, asked first
+    because a WebDAV server deletes a collection with all it holds."""
     result = CleanupResult()
     for url in urls:
         try:
@@ -30,6 +32,8 @@ def copies_delete(ctx: Any, urls: list[str], directories: list[str]) -> CleanupR
                 result.errors.append(f"{url}: {getattr(exc, 'message', '') or exc}")
     for directory in directories:
         try:
+            if [name for name in ctx.listdir(directory) if name not in (".", "..")]:
+                continue
             ctx.rmdir(directory)
         except gfal2.GError as exc:
             # Not empty (a copy could not be deleted, said above) or already gone: nothing more to say.

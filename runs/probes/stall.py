@@ -8,6 +8,10 @@ thread watches it:
 - nothing happened for `seconds` (no byte moved by gfal2's progress markers, no gfal2 event such as a checksum or
   the copy begun or ended), or for `first_byte_within` before the first byte moved (the copy's own timeout: a
   server may queue a third-party copy that long): it cancels the context (ctx.cancel()) and the copy is a stall;
+- no byte moved yet while the copies that were in flight on its link when it began have all ended and a copy that
+  began after it has ended too (`CopyPeers`, OVERTAKEN_GRACE later): it is not waiting in a server's queue behind
+  them, it is stuck (measured on the testbed: one of 40 native copies sat in gfal2's copy call with no byte for
+  more than ten minutes after the other 39 ended within one); the copy is a stall too, tried once more;
 - a copy cancelled (by the guard, or by the caller's `cancel` event when its run ended) that has not come back
   `abandon_after` seconds later is left behind: gfal2's cancel does not break a TLS handshake or an XRootD socket
   wait (measured on the testbed: a frozen server held both for about 30 s), and a hung one may never come back.
@@ -16,15 +20,83 @@ thread watches it:
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 STALLED = "stalled"
 ABANDON_AFTER = 10.0  # seconds a cancelled operation may take to come back before the guard stops waiting for it
+# Seconds a copy without its first byte may still wait once the copies ahead of it on its link have ended and a later
+# one has ended too: a server's queue has emptied by then (XRootD starts a queued TPC within about a second).
+OVERTAKEN_GRACE = 30.0
+
+
+@dataclass
+class _Copy:
+    link: tuple[str, str]
+    began: float
+    ended: float | None = None
+
+
+class CopyPeers:
+    """The copies of one process, by link (source and destination host): what `overtaken` needs to tell a copy that
+    waits in a server's queue from one that is stuck. Thread-safe; ended copies are forgotten after an hour."""
+
+    KEEP = 3600.0
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.copies: dict[int, _Copy] = {}
+        self.numbers = itertools.count()
+
+    def begin(self, link: tuple[str, str]) -> int:
+        now = time.monotonic()
+        with self.lock:
+            stale = [
+                key for key, copy in self.copies.items() if copy.ended is not None and now - copy.ended > self.KEEP
+            ]
+            for key in stale:
+                del self.copies[key]
+            key = next(self.numbers)
+            self.copies[key] = _Copy(link, now)
+            return key
+
+    def end(self, key: int) -> None:
+        with self.lock:
+            if key in self.copies:
+                self.copies[key].ended = time.monotonic()
+
+    def overtaken(self, key: int) -> float | None:
+        """Seconds since copy `key` was left behind on its link (every copy in flight there when it began has ended,
+        and so has one that began after it), or None while it is not."""
+        with self.lock:
+            mine = self.copies.get(key)
+            if mine is None or mine.ended is not None:
+                return None
+            cleared = 0.0
+            later_ended: float | None = None
+            for other_key, other in self.copies.items():
+                if other_key == key or other.link != mine.link:
+                    continue
+                if other.began <= mine.began:
+                    if other.ended is None:
+                        if other.began < mine.began or other_key < key:
+                            return None  # a copy ahead of it is still in flight: it may be queued behind it
+                    elif other.ended > mine.began:
+                        cleared = max(cleared, other.ended)
+                elif other.ended is not None:
+                    later_ended = other.ended if later_ended is None else min(later_ended, other.ended)
+            if later_ended is None:
+                return None
+            return time.monotonic() - max(cleared, later_ended)
+
+
+peers = CopyPeers()  # this process's copies (a worker's threads, or a bench's)
 
 
 class Abandoned(Exception):
@@ -43,12 +115,16 @@ class StallGuard:
         cancel: threading.Event | None = None,
         abandon_after: float = ABANDON_AFTER,
         first_byte_within: float = 0,
+        overtaken: Callable[[], float | None] | None = None,
     ) -> None:
         self.ctx, self.seconds, self.cancel, self.abandon_after = ctx, seconds, cancel, abandon_after
         # Before its first byte a copy may wait longer: a server queues third-party copies (measured on the testbed:
         # 40 native copies of 512 MB at once waited up to 58 s for their first byte, then never more than 2.6 s
         # between two reports; 40 HTTP pushes 12 s, then 5.8 s). 0: the same as `seconds`.
         self.first_byte_within = first_byte_within or seconds
+        self.overtaken = overtaken  # seconds since later copies on its link overtook it (CopyPeers), or None
+        self.stuck = False  # fired before the first byte because the copy was overtaken
+        self.began = time.monotonic()
         self.lock = threading.Lock()
         self.last = time.monotonic()
         self.bytes = 0
@@ -90,8 +166,10 @@ class StallGuard:
                 with self.lock:
                     quiet = now - self.last
                     limit = self.seconds if self.bytes else self.first_byte_within
-                if self.seconds > 0 and quiet >= limit:
-                    self.fired, self.quiet, stopped_at = True, quiet, now
+                left_behind = self._left_behind()
+                if self.seconds > 0 and (quiet >= limit or left_behind):
+                    self.fired, self.stuck, stopped_at = True, left_behind, now
+                    self.quiet = now - self.began if left_behind else quiet
                     self._cancel()
                 elif self.cancel is not None and self.cancel.is_set():
                     stopped_at = now  # its run ended: the caller cancels the context too, no harm in twice
@@ -102,12 +180,24 @@ class StallGuard:
             raise result["error"]
         return result["value"]  # type: ignore[no-any-return]
 
+    def _left_behind(self) -> bool:
+        """No byte yet, and overtaken on its link for OVERTAKEN_GRACE s: stuck, not queued."""
+        if self.bytes or self.overtaken is None:
+            return False
+        since = self.overtaken()
+        return since is not None and since >= OVERTAKEN_GRACE
+
     def _cancel(self) -> None:
         # gfal2's cancel can itself wait for the operation it cancels (measured: a TLS handshake to a frozen server
         # held it 30 s): it is sent from a thread of its own, and the guard keeps watching.
         threading.Thread(target=self.ctx.cancel, name="gfal2-cancel", daemon=True).start()
 
     def stall_message(self, text: str) -> str:
+        if self.stuck:
+            return (
+                f"{STALLED}: no byte moved in {int(self.quiet)} s while the copies ahead of it on its link and a "
+                f"later one ended (stuck, not queued), so the portal stopped the copy: {text}"
+            )
         return (
             f"{STALLED}: nothing moved for {int(self.quiet)} s ({self.bytes} bytes copied by then), so the portal "
             f"stopped the copy: {text}"

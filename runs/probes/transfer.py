@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import gfal2
 
 from .outcomes import FileOutcome, utcnow
-from .stall import STALLED, Abandoned, StallGuard
+from .stall import STALLED, Abandoned, CopyPeers, StallGuard
 
 MODES = ("pull", "push", "streamed", "native")
 HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streamed"}
@@ -34,6 +34,7 @@ MISSING = "source file missing"
 CHECKSUM = "checksum mismatch"
 CANCELLED = "cancelled"
 DESTINATION_FULL = "destination full"
+EXISTS = "destination exists"  # the name was taken before the copy: someone else's file, never overwritten
 TIMEOUT = "timed out"
 
 
@@ -74,6 +75,8 @@ def _cause(ctx: Any, exc: gfal2.GError, source_url: str, cancelled: bool) -> str
     lowered = _message(exc).lower()
     if cancelled or exc.code == errno.ECANCELED:
         return CANCELLED
+    if exc.code == errno.EEXIST or "file exists" in lowered or "overwrite is not" in lowered:
+        return EXISTS
     if exc.code in (errno.ENOSPC, errno.EDQUOT) or any(
         words in lowered for words in ("no space left", "quota exceeded", "insufficient storage", " 507")
     ):
@@ -97,6 +100,8 @@ def _classify(ctx: Any, exc: gfal2.GError, source_url: str, cancelled: bool) -> 
         return cause, text
     if cause == MISSING:
         return cause, f"{MISSING} ({source_url}): {text}"
+    if cause == EXISTS:
+        return cause, f"{EXISTS}: a file was already there (not this try's; the portal never overwrites): {text}"
     return cause, f"{cause}: {text}"
 
 
@@ -109,11 +114,13 @@ def transfer_file(
     streams: int = 1,
     timeout: int = 300,
     checksum: str = "ADLER32",
-    overwrite: bool = True,
+    overwrite: bool = False,
     expected_checksum: str = "",
     cancel: threading.Event | None = None,
     progress: Callable[[int], None] | None = None,
     stall_timeout: float = 0,
+    first_byte_timeout: float = 0,
+    peers: CopyPeers | None = None,
 ) -> FileOutcome:
     """Copy source_url to destination_url once and say how it went: real start and end, bytes (the source's
     size), the mode gfal2 actually used, the checksum both ends agreed on, gfal2's events in details.
@@ -124,9 +131,12 @@ def transfer_file(
     time gfal2 reports them (its monitor callback: about every 5 s, from the servers' performance markers for
     third-party copies; a copy shorter than that reports nothing). `stall_timeout` (seconds, 0: none) stops a
     copy in which nothing moved for that long once its first byte moved, or that moved no byte within its
-    `timeout` (runs.probes.stall): it fails as "stalled", saying for how long. A stopped copy (stalled, or
-    cancelled) that gfal2 does not bring back within 10 s is left to gfal2's own timeout in its thread, and
-    reported now."""
+    `first_byte_timeout` (default: its `timeout`), or that is left behind on its link (`peers`, the process's
+    copies: the copies ahead of it and a later one ended while it still has no byte) (runs.probes.stall): it fails
+    as "stalled", saying for how long. A stopped copy (stalled, or cancelled) that gfal2 does not bring back within
+    10 s is left to gfal2's own timeout in its thread, and reported now. `overwrite` stays off for the portal's
+    copies: a name already there is someone else's file (another portal's, or a run from before a restore), and
+    the copy fails as "destination exists" instead of replacing it."""
     if mode not in (None, "", *MODES):
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = ctx.transfer_parameters()
@@ -141,7 +151,15 @@ def transfer_file(
         ctx.set_opt_boolean("HTTP PLUGIN", "ENABLE_FALLBACK_TPC_COPY", mode == "streamed")
     events: list[str] = []
     copy_types: list[str] = []
-    guard = StallGuard(ctx, stall_timeout, cancel=cancel, first_byte_within=max(timeout, stall_timeout))
+    link = (urlsplit(source_url).netloc, urlsplit(destination_url).netloc)
+    peer = peers.begin(link) if peers is not None else None
+    guard = StallGuard(
+        ctx,
+        stall_timeout,
+        cancel=cancel,
+        first_byte_within=max(first_byte_timeout or timeout, stall_timeout),
+        overtaken=(lambda: peers.overtaken(peer)) if peers is not None and peer is not None else None,
+    )
 
     def on_event(event: Any) -> None:
         stage, description = str(event.stage), str(event.description)
@@ -163,6 +181,8 @@ def transfer_file(
     try:
         guard.run(lambda: ctx.filecopy(params, source_url, destination_url))
     except (gfal2.GError, Abandoned) as exc:
+        if peers is not None and peer is not None:
+            peers.end(peer)
         end = utcnow()
         cancelled = bool(cancel is not None and cancel.is_set())
         text = _message(exc) + (" (its thread is left to gfal2's own timeout)" if isinstance(exc, Abandoned) else "")
@@ -187,6 +207,8 @@ def transfer_file(
             details=details,
         )
     end = utcnow()
+    if peers is not None and peer is not None:
+        peers.end(peer)
     size = 0
     agreed = ""
     try:

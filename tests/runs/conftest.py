@@ -54,5 +54,5 @@ def cleanup(testbed: Testbed) -> Iterator[list[Run]]:
     for run in started:
         for site in ("t1a", "t1b", "webdav", "tape"):
             # The tape site keeps its buffer in disk/data and its tape copies in tape/data.
-            for data in testbed.site_dir(site).glob(f"**/portal-runs/run-{run.pk}"):
+            for data in testbed.site_dir(site).glob(f"**/portal-runs/{run.directory or 'none'}"):
                 shutil.rmtree(data, ignore_errors=True)

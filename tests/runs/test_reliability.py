@@ -86,7 +86,7 @@ def cleanup_runs(testbed: Testbed) -> Iterator[list[Run]]:
     yield started
     for run in started:
         for site in ("t1a", "t1b"):
-            for data in (testbed.site_dir(site) / "data").glob(f"**/portal-runs/run-{run.pk}"):
+            for data in (testbed.site_dir(site) / "data").glob(f"**/portal-runs/{run.directory or 'none'}"):
                 shutil.rmtree(data, ignore_errors=True)
 
 

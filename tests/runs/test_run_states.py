@@ -174,10 +174,11 @@ def test_a_tape_write_keeps_its_copies_by_default_for_the_recalls(coordinator: A
 def test_the_clean_up_deletes_every_try_of_every_sent_file_and_the_run_directory(coordinator: Any) -> None:
     run = transfer(coordinator, file_count=2)
     first = RunFile.objects.get(run=run, index=0)
-    RunFile.objects.filter(pk=first.pk).update(attempt=2, destination_url=f"{first.destination_url}.try2")
+    tries = [first.destination_url, f"{first.destination_url}.try2"]
+    RunFile.objects.filter(pk=first.pk).update(attempt=2, destination_url=tries[1], written=tries)
     wanted = run_copies_to_delete(run.pk)
-    assert wanted.urls == [first.destination_url, f"{first.destination_url}.try2"]  # file 1 never sent
-    assert wanted.directories == [f"{DESTINATION}/portal-runs/run-{run.pk}"]
+    assert wanted.urls == tries  # file 1 never sent
+    assert wanted.directories == [f"{DESTINATION}/portal-runs/{run.directory}"]
 
 
 def test_the_reaper_settles_the_copies_of_a_run_whose_end_it_did_not_see(coordinator: Any, sent: list[Any]) -> None:

@@ -72,8 +72,8 @@ def test_a_transfer_run_plans_its_files_round_robin_over_the_destinations(
         run = run_start(user=coordinator, kind="transfer", parameters=adhoc(concurrency=3))
     files = list(run.files.order_by("index"))
     assert [f.destination_url for f in files[:2]] == [
-        f"{DESTINATIONS[0]}/portal-runs/run-{run.pk}/file-00000",
-        f"{DESTINATIONS[1]}/portal-runs/run-{run.pk}/file-00001",
+        f"{DESTINATIONS[0]}/portal-runs/{run.directory}/file-00000",
+        f"{DESTINATIONS[1]}/portal-runs/{run.directory}/file-00001",
     ]
     assert {f.source_url for f in files} == {f"{SOURCE}/portal-testfiles/random-1000"}
     assert all(f.state == FileState.QUEUED and f.size == 1000 for f in files)

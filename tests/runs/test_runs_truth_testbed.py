@@ -35,7 +35,7 @@ MB = 10**6
 
 
 def copies_on_disk(testbed: Testbed, run: Run) -> list[Path]:
-    return [path for site in ("t1a", "t1b") for path in (testbed.site_dir(site) / "data").glob(f"**/run-{run.pk}/*")]
+    return [path for site in ("t1a", "t1b") for path in (testbed.site_dir(site) / "data").glob(f"**/{run.directory}/*")]
 
 
 def wait_for_copies(run: Run, state: str, timeout: float = 60) -> None:

@@ -78,12 +78,14 @@ def wait_for_sweep(sweep_id: int, timeout: float, *, beat: bool = False) -> Swee
 
 
 def copies_left(testbed: Testbed, sweep: Sweep) -> list[Path]:
-    runs = [step.run_id for step in sweep.steps.all() if step.run_id]
+    directories = [
+        step.run.directory for step in sweep.steps.select_related("run") if step.run_id and step.run.directory
+    ]
     return [
         path
         for site in ("t0", "t1a", "t1b", "webdav")
-        for run_id in runs
-        for path in testbed.site_dir(site).glob(f"**/portal-runs/run-{run_id}/*")
+        for directory in directories
+        for path in testbed.site_dir(site).glob(f"**/portal-runs/{directory}/*")
     ]
 
 
