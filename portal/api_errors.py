@@ -7,20 +7,44 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import DataError, IntegrityError
+from django.db import DataError, IntegrityError, InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+DATABASE_AWAY_RETRY_AFTER = 10  # seconds: a PostgreSQL restart or fail-over takes a few
+DATABASE_AWAY = (
+    "the database is not answering right now (restarting?): nothing of this request was stored; "
+    f"send it again in {DATABASE_AWAY_RETRY_AFTER} s"
+)
+
+
+def database_away(exc: BaseException | None) -> bool:
+    """Whether an error means the database went away (a restart, a fail-over, a lost connection), not the request."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response = drf_exception_handler(exc, context)
-    if response is not None:
-        return response
-    if isinstance(exc, ProtectedError | IntegrityError | DataError | RecursionError):
+    if response is None and isinstance(exc, DATABASE_ERRORS):
         set_rollback()  # the request's transaction, if any, is over
+        response = _database_error_response(exc)
+    return response
+
+
+DATABASE_ERRORS = (ProtectedError, IntegrityError, DataError, RecursionError, OperationalError, InterfaceError)
+
+
+def _database_error_response(exc: Exception) -> Response:
+    if database_away(exc):
+        # The request's transaction died with its connection: nothing of a batch was stored. 503, not 500.
+        return Response(
+            {"detail": DATABASE_AWAY},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(DATABASE_AWAY_RETRY_AFTER)},
+        )
     if isinstance(exc, ProtectedError):
         held: dict[str, int] = {}
         for row in exc.protected_objects:
@@ -38,6 +62,4 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             {"detail": f"a value the database cannot store (a NUL byte, or out of range): {reason}"},
             status=status.HTTP_400_BAD_REQUEST,
         )
-    if isinstance(exc, RecursionError):
-        return Response({"detail": "JSON nested too deeply"}, status=status.HTTP_400_BAD_REQUEST)
-    return None
+    return Response({"detail": "JSON nested too deeply"}, status=status.HTTP_400_BAD_REQUEST)

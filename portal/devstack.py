@@ -140,7 +140,8 @@ class PrivatePostgres:
 
 
 class PrivateRedis:
-    """A Redis server in var/redis on 127.0.0.1, keeping nothing on disk."""
+    """A Redis server in var/redis on 127.0.0.1 that keeps its data in an append-only file: queued tasks outlive a
+    restart (the runs' reaper sends again what a Redis without its data lost)."""
 
     def __init__(self) -> None:
         self.dir = VAR / "redis"
@@ -177,7 +178,7 @@ class PrivateRedis:
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes",
             "--daemonize",
             "no",
         ]
@@ -314,18 +315,12 @@ def command_run(args: argparse.Namespace) -> int:
             ],
         }
         for name, argv in commands.items():
-            # Own session: Ctrl-C reaches this launcher only, which then stops the children in order.
-            children[name] = subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
-            (RUN / f"{name}.pid").write_text(f"{children[name].pid}\n")  # for `bin/portal stop`
+            children[name] = _child_start(name, argv)
         if not processes.wait_for_port(port, pid=children["web"].pid, timeout=30):
             raise SystemExit("the web server did not start")
         log(f"portal ready: http://127.0.0.1:{port}/   {demo}")
         log("testbed endpoints: .venv/bin/python manage.py testbed status   (Ctrl-C stops everything)")
-        while True:
-            for name, child in children.items():
-                if child.poll() is not None:
-                    raise SystemExit(f"{name} exited with code {child.returncode}")
-            time.sleep(1)
+        _children_watch(children, commands)
     except KeyboardInterrupt:
         log("Ctrl-C: stopping")
     finally:
@@ -339,6 +334,35 @@ def command_run(args: argparse.Namespace) -> int:
                     child.kill()
         stack.shutdown()
     return 0
+
+
+RESTARTS_PER_MINUTE = 5  # a worker or beat that dies more often than this is broken, not unlucky
+
+
+def _child_start(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    # Own session: Ctrl-C reaches this launcher only, which then stops the children in order.
+    child = subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
+    (RUN / f"{name}.pid").write_text(f"{child.pid}\n")  # for `bin/portal stop`
+    return child
+
+
+def _children_watch(children: dict[str, subprocess.Popen[bytes]], commands: dict[str, list[str]]) -> None:
+    """Until Ctrl-C: a worker or beat that exits is started again, as a service manager would (systemd's
+    Restart=always, compose's restart: unless-stopped); the web server exiting ends the launcher."""
+    restarts: dict[str, list[float]] = {name: [] for name in children}
+    while True:
+        for name, child in children.items():
+            if child.poll() is None:
+                continue
+            if name == "web":
+                raise SystemExit(f"{name} exited with code {child.returncode}")
+            now = time.monotonic()
+            restarts[name] = [at for at in restarts[name] if now - at < 60] + [now]
+            if len(restarts[name]) > RESTARTS_PER_MINUTE:
+                raise SystemExit(f"{name} exited {RESTARTS_PER_MINUTE} times within a minute (code {child.returncode})")
+            log(f"{name} exited with code {child.returncode}: starting it again")
+            children[name] = _child_start(name, commands[name])
+        time.sleep(1)
 
 
 def command_test(args: argparse.Namespace) -> int:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.defaults import server_error as django_server_error
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -14,12 +16,30 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import health
+from .api_errors import DATABASE_AWAY, DATABASE_AWAY_RETRY_AFTER, database_away
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The landing page: what the portal is for and whether its services answer."""
     return render(request, "home.html", {"health": health.portal_health()})
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500 handler: an error that reached no view's handler. The database going away (a restart) is no
+    bug of ours: 503 with Retry-After, JSON for the API; anything else is the plain 500 page."""
+    if not database_away(sys.exc_info()[1]):
+        return django_server_error(request)
+    if request.path.startswith("/api/"):
+        response: HttpResponse = JsonResponse({"detail": DATABASE_AWAY}, status=503)
+    else:
+        response = HttpResponse(
+            "The portal's database is not answering right now (restarting?). Try again in a few seconds.",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    response["Retry-After"] = str(DATABASE_AWAY_RETRY_AFTER)
+    return response
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

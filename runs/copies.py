@@ -100,16 +100,19 @@ def run_copies_deleted(run_id: int, *, deleted: int, errors: list[str]) -> None:
         run.save(update_fields=["copies", "copies_message"])
 
 
-def runs_copies_sweep(*, now: datetime) -> int:
-    """The reaper's part: settle ended runs whose end nobody settled, re-send clean-ups that never reported."""
+def runs_copies_sweep(*, now: datetime, resend_all: bool = False) -> int:
+    """The reaper's part: settle ended runs whose end nobody settled, re-send clean-ups that never reported (after
+    RESEND_CLEANUP_AFTER, or all of them when the broker lost its messages: `resend_all`)."""
     sent = 0
-    pending = Run.objects.filter(state__in=RUN_ENDED, copies=CopiesState.PRESENT).values_list("pk", flat=True)
-    for run_id in list(pending):
+    pending = list(Run.objects.filter(state__in=RUN_ENDED, copies=CopiesState.PRESENT).values_list("pk", flat=True))
+    for run_id in pending:
         with transaction.atomic():
             run = Run.objects.select_for_update().get(pk=run_id)
             run_copies_settle(run)
             sent += run.copies == CopiesState.DELETING
-    stale = Run.objects.filter(copies=CopiesState.DELETING, finished_at__lt=now - RESEND_CLEANUP_AFTER)
+    stale = Run.objects.filter(copies=CopiesState.DELETING).exclude(pk__in=pending)
+    if not resend_all:
+        stale = stale.filter(finished_at__lt=now - RESEND_CLEANUP_AFTER)
     for run in stale:
         queue = str(run.parameters.get("queue") or dispatch.DEFAULT_QUEUE)
         transaction.on_commit(lambda r=run.pk, q=queue: dispatch.copies_delete_send(r, q))  # type: ignore[misc]

@@ -4,13 +4,18 @@ imports runs.tasks (which imports the engine)."""
 
 from __future__ import annotations
 
+import logging
+import secrets
 from functools import cache
 
+import redis
 from celery import current_app
 from django.conf import settings
 from django.core.cache import cache as django_cache
 
 from sites.models import Site
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE = "default"
 PREPARE_TASK = "runs.run_prepare"
@@ -87,3 +92,23 @@ def copies_delete_send(run_id: int, queue: str) -> None:
 def file_send(file_id: int, attempt: int, task_id: str, queue: str) -> None:
     """One try of one file, under the task id the file row carries (a stale message is then recognised)."""
     current_app.send_task(TRANSFER_TASK, args=(file_id, attempt), task_id=task_id, queue=queue)
+
+
+BROKER_EPOCH_KEY = "portal:broker:epoch"
+
+
+def broker_lost_messages() -> bool:
+    """Whether the broker came back without its data since the last look (a Redis restarted without saving, or
+    restored): the epoch key this sets is gone then, and with it every queued message. True also on the very first
+    look; the caller resends what is in flight, which is harmless (a duplicate message finds its file claimed and is
+    dropped). False for a broker that is not Redis, or that cannot be reached now (the next look tells)."""
+    url = str(current_app.conf.broker_url or "")
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return False
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        with client:
+            return bool(client.set(BROKER_EPOCH_KEY, secrets.token_hex(8), nx=True))
+    except redis.RedisError as exc:
+        logger.warning("broker epoch: %s", exc)
+        return False

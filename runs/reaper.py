@@ -9,6 +9,7 @@ whose message was lost (a broker restarted without its data), and sees that ende
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +29,8 @@ from .models import Run, RunFile
 from .parameters import DEFAULT_TIMEOUT, TRANSFER_KINDS
 from .probes.outcomes import FileOutcome
 
+logger = logging.getLogger(__name__)
+
 HUNG_GRACE = 60.0  # seconds past its gfal2 timeout after which a copy still running is taken for hung
 
 
@@ -41,92 +44,111 @@ class ReapSummary:
     cleanups_sent: int = 0
 
 
-def runs_reap(*, now: datetime | None = None) -> ReapSummary:
+def runs_reap(*, now: datetime | None = None, broker_lost: bool | None = None) -> ReapSummary:
     """End runs past their deadline (failed), retry once (else fail) files whose worker stopped beating ("worker
-    lost"), re-send tasks whose message never reached a worker, so that nothing stays running forever."""
+    lost"), re-send tasks whose message never reached a worker, so that nothing stays running forever. Messages
+    are re-sent DISPATCH_RESEND_AFTER s after they were sent, or at once when the broker came back without its
+    data (`broker_lost`; asked of the broker when not given)."""
     now = now or timezone.now()
     summary = ReapSummary()
     lost_after = timedelta(seconds=settings.DISPATCH_WORKER_LOST_AFTER)
-    resend_after = timedelta(seconds=settings.DISPATCH_RESEND_AFTER)
+    if broker_lost is None:
+        broker_lost = dispatch.broker_lost_messages()
+    resend_after = timedelta(0) if broker_lost else timedelta(seconds=settings.DISPATCH_RESEND_AFTER)
     for run_id in Run.objects.filter(state__in=[RunState.QUEUED, RunState.RUNNING]).values_list("pk", flat=True):
         with transaction.atomic():
             run = (
                 Run.objects.select_for_update().filter(pk=run_id, state__in=[RunState.QUEUED, RunState.RUNNING]).first()
             )
-            if run is None:
-                continue
-            if run.deadline and run.deadline < now:
-                run.state, run.finished_at = RunState.FAILED, now
-                run.message = f"deadline passed ({run.deadline.isoformat()}): ended by the reaper"
-                run.save(update_fields=["state", "finished_at", "message"])
-                RunFile.objects.filter(run=run, state=FileState.QUEUED).update(
-                    state=FileState.CANCELLED, end=now, error="the run's deadline passed", recorded=True
-                )
-                run_copies_settle(run)
-                summary.runs_failed += 1
-                continue
-            if run.state == RunState.QUEUED:
-                if run.created_at < now - resend_after:
-                    transaction.on_commit(
-                        lambda r=run: dispatch.prepare_send(r.pk, r.parameters.get("queue", dispatch.DEFAULT_QUEUE))
-                    )  # type: ignore[misc]
-                    summary.tasks_resent += 1
-                continue
-            if run.kind not in TRANSFER_KINDS:
-                # A one-task probe: judged by its own heartbeat (and its deadline, above), never by files.
-                last = run.heartbeat or run.started_at or run.created_at
-                if last < now - lost_after:
-                    run.state, run.finished_at = RunState.FAILED, now
-                    run.message = (
-                        f"worker lost: the worker running this {run.kind} probe stopped answering "
-                        f"(last heard at {last.isoformat(timespec='seconds')})"
-                    )
-                    run.save(update_fields=["state", "finished_at", "message"])
-                    summary.runs_failed += 1
-                continue
-            lost = list(
-                RunFile.objects.select_for_update(of=("self",))
-                .select_related("run", "run__activity")
-                .filter(run=run, state=FileState.RUNNING, heartbeat__lt=now - lost_after)
-            )
-            records = []
-            for file in lost:
-                message = _lost_message(file, now)
-                records.append(
-                    file_record_new(
-                        file,
-                        FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
-                        RecordState.FAILED,
-                        int(run.parameters.get("concurrency") or 1),
-                    )
-                )
-                if file.attempt < MAX_ATTEMPTS:
-                    file_requeue(file, message=message)
-                    summary.files_retried += 1
-                else:
-                    file.state, file.end, file.error = FileState.FAILED, now, message
-                    summary.files_failed += 1
-                file.recorded = True  # the lost try's record is the one stored here
-                file.save(update_fields=["state", "task_id", "error", "end", "recorded", "destination_url"])
-            if records:
-                records_store(records=records)
-            unsent = RunFile.objects.filter(
-                run=run, state=FileState.QUEUED, dispatched_at__lt=now - resend_after
-            ).exclude(task_id="")
-            for file in unsent:
-                transaction.on_commit(
-                    lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue)  # type: ignore[misc]
-                )
-                summary.tasks_resent += 1
-            unsent.update(dispatched_at=now)
-            run_top_up(run)
+            if run is not None:
+                _run_reap(run, now=now, lost_after=lost_after, resend_after=resend_after, summary=summary)
     summary.files_failed += _ended_runs_lost_files(now=now, lost_after=lost_after)
     # Tries that ended but whose worker died before storing their record.
     unrecorded = RunFile.objects.filter(state__in=FILE_ENDED, recorded=False, end__lt=now - timedelta(seconds=30))
     summary.records_stored = files_record(list(unrecorded.values_list("pk", flat=True)))
     with transaction.atomic():
-        summary.cleanups_sent = runs_copies_sweep(now=now)
+        summary.cleanups_sent = runs_copies_sweep(now=now, resend_all=broker_lost)
+    if broker_lost and (summary.tasks_resent or summary.cleanups_sent):
+        logger.warning(
+            "the broker came back without its messages: %d tasks and %d clean-ups sent again",
+            summary.tasks_resent,
+            summary.cleanups_sent,
+        )
     return summary
+
+
+def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: timedelta, summary: ReapSummary) -> None:
+    """With the active run's row locked: its deadline, a lost prepare message, a lost probe worker, or its files."""
+    if run.deadline and run.deadline < now:
+        run.state, run.finished_at = RunState.FAILED, now
+        run.message = f"deadline passed ({run.deadline.isoformat()}): ended by the reaper"
+        run.save(update_fields=["state", "finished_at", "message"])
+        RunFile.objects.filter(run=run, state=FileState.QUEUED).update(
+            state=FileState.CANCELLED, end=now, error="the run's deadline passed", recorded=True
+        )
+        run_copies_settle(run)
+        summary.runs_failed += 1
+        return
+    if run.state == RunState.QUEUED:
+        if run.created_at < now - resend_after:
+            queue = str(run.parameters.get("queue", dispatch.DEFAULT_QUEUE))
+            transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue))
+            summary.tasks_resent += 1
+        return
+    if run.kind not in TRANSFER_KINDS:
+        # A one-task probe: judged by its own heartbeat (and its deadline, above), never by files.
+        last = run.heartbeat or run.started_at or run.created_at
+        if last < now - lost_after:
+            run.state, run.finished_at = RunState.FAILED, now
+            run.message = (
+                f"worker lost: the worker running this {run.kind} probe stopped answering "
+                f"(last heard at {last.isoformat(timespec='seconds')})"
+            )
+            run.save(update_fields=["state", "finished_at", "message"])
+            summary.runs_failed += 1
+        return
+    _files_lost(run, now=now, lost_after=lost_after, summary=summary)
+    unsent = RunFile.objects.filter(run=run, state=FileState.QUEUED, dispatched_at__lt=now - resend_after).exclude(
+        task_id=""
+    )
+    for file in unsent:
+        transaction.on_commit(
+            lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue)  # type: ignore[misc]
+        )
+        summary.tasks_resent += 1
+    unsent.update(dispatched_at=now)
+    run_top_up(run)
+
+
+def _files_lost(run: Run, *, now: datetime, lost_after: timedelta, summary: ReapSummary) -> None:
+    """The running files of a run whose worker stopped beating: each try failed ("worker lost", or timed out when it
+    ran past its timeout), with its record, and the file tried once more (or failed)."""
+    lost = list(
+        RunFile.objects.select_for_update(of=("self",))
+        .select_related("run", "run__activity")
+        .filter(run=run, state=FileState.RUNNING, heartbeat__lt=now - lost_after)
+    )
+    records = []
+    for file in lost:
+        message = _lost_message(file, now)
+        records.append(
+            file_record_new(
+                file,
+                FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
+                RecordState.FAILED,
+                int(run.parameters.get("concurrency") or 1),
+            )
+        )
+        if file.attempt < MAX_ATTEMPTS:
+            file_requeue(file, message=message)
+            summary.files_retried += 1
+        else:
+            file.state, file.end, file.error = FileState.FAILED, now, message
+            summary.files_failed += 1
+        file.recorded = True  # the lost try's record is the one stored here
+        file.save(update_fields=["state", "task_id", "error", "end", "recorded", "destination_url"])
+    if records:
+        records_store(records=records)
 
 
 def copy_deadline_seconds(parameters: dict[str, Any]) -> float:

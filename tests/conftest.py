@@ -74,6 +74,15 @@ def celery_worker_process(django_db_setup: None, tmp_path: Path) -> Iterator[str
         processes.stop(pidfile)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def broker_epoch() -> None:
+    """The broker's epoch key set before any test: a reaper in a test then re-sends at once only when the test made
+    its broker lose its data, not because it was the session's first look."""
+    from runs.dispatch import broker_lost_messages
+
+    broker_lost_messages()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Persistent connections of the live server's thread would keep the test database busy at teardown.
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
