@@ -102,7 +102,7 @@ def broker_lost_messages() -> bool:
     restored): the epoch key this sets is gone then, and with it every queued message. True also on the very first
     look; the caller resends what is in flight, which is harmless (a duplicate message finds its file claimed and is
     dropped). False for a broker that is not Redis, or that cannot be reached now (the next look tells)."""
-    url = str(current_app.conf.broker_url or "")
+    url = str(settings.CELERY_BROKER_URL or "")
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return False
     try:

@@ -285,6 +285,12 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
     )
 
 
+def copy_timeouts_default(*, largest: int, concurrency: int) -> dict[str, int]:
+    """The `timeout`, `stall_timeout` and `first_byte_timeout` a run of C files of this size gets by default (for a
+    caller that copies without a run, such as bench/probes.py's bare side, bounded the same way)."""
+    return _copy_timeouts(_Problems(), {}, largest=largest, concurrency=concurrency)
+
+
 def _copy_timeouts(problems: _Problems, merged: dict[str, Any], *, largest: int, concurrency: int) -> dict[str, int]:
     """A run's `timeout`, `stall_timeout` and `first_byte_timeout` (seconds), as given or from its largest file."""
     given = {
