@@ -195,13 +195,8 @@ def test_a_broker_restarted_mid_run_loses_messages_but_the_run_still_ends_cleanl
         processes.stop(own_redis["pidfile"], timeout=1)  # gone with every queued message
         time.sleep(2)
         own_redis["start"]()
-        # Celery 5.7 / kombu 5.7 workers may die of a lost Redis connection ("Unrecoverable error"): in production
-        # the service manager starts them again, here a second worker stands in.
-        after = start_worker(tmp_path, "w-after-restart", concurrency=6, env=worker_env(broker_url=url))
-        try:
-            reap_until_ended(run, 120)
-        finally:
-            processes.stop(after)
+        reap_until_ended(run, 120)  # the same worker: it reconnects (Celery below 5.7, see requirements.in)
+        assert processes.read_pid(worker) is not None, "the worker died with the broker"
         assert run.state in ("finished", "failed"), run.message
         assert not RunFile.objects.filter(run=run, state__in=["running", "queued"]).exists()
         files = list(RunFile.objects.filter(run=run).values_list("state", "error"))

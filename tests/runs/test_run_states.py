@@ -14,11 +14,11 @@ from django.utils import timezone
 from runs import dispatch
 from runs.choices import CopiesState, FileState
 from runs.copies import run_copies_delete, run_copies_to_delete
-from runs.engine import file_finish, run_space_problem
+from runs.engine import file_claim, file_finish, run_space_problem
 from runs.models import Run, RunFile
 from runs.probe_runs import run_probe_begin, run_probe_store, runs_heartbeat
 from runs.probes.outcomes import FileOutcome, utcnow
-from runs.probes.transfer import DESTINATION_FULL
+from runs.probes.transfer import DESTINATION_FULL, EXISTS, STALLED
 from runs.reaper import runs_reap
 from runs.services import run_cancel, run_start
 from sites.roles import membership_grant
@@ -179,6 +179,50 @@ def test_the_clean_up_deletes_every_try_of_every_sent_file_and_the_run_directory
     wanted = run_copies_to_delete(run.pk)
     assert wanted.urls == tries  # file 1 never sent
     assert wanted.directories == [f"{DESTINATION}/portal-runs/{run.directory}"]
+
+
+def claimed(run: Run, index: int) -> RunFile:
+    """File `index` sent (try attempt+1) and claimed by a worker, as the engine and a task do."""
+    file = RunFile.objects.get(run=run, index=index)
+    RunFile.objects.filter(pk=file.pk).update(attempt=file.attempt + 1, task_id=f"t{index}-{file.attempt + 1}")
+    found = file_claim(file.pk, file.attempt + 1, f"t{index}-{file.attempt + 1}", "w@host")
+    assert found is not None
+    return found
+
+
+def ended(file: RunFile, *, ok: bool, cause: str = "") -> RunFile:
+    now = utcnow()
+    outcome = FileOutcome(
+        file.source_url, file.destination_url, 1000 if ok else 0, now, now, ok, details={"cause": cause}
+    )
+    assert file_finish(file.pk, file.attempt, file.task_id, outcome)
+    return RunFile.objects.get(pk=file.pk)
+
+
+def test_each_try_records_the_name_it_writes_and_the_clean_up_deletes_those(coordinator: Any) -> None:
+    run = transfer(coordinator, file_count=2)
+    first = claimed(run, 0)
+    assert first.written == [first.destination_url]
+    stalled = ended(first, ok=False, cause=STALLED)  # tried again under a name of its own
+    assert stalled.state == "queued" and stalled.destination_url.endswith(".try2")
+    second = ended(claimed(run, 0), ok=True)
+    assert second.written == [first.destination_url, f"{first.destination_url}.try2"]
+    assert run_copies_to_delete(run.pk).urls == second.written  # file 1 was never sent: nothing of it
+
+
+def test_a_try_refused_because_the_name_was_taken_leaves_that_name_out_of_the_clean_up(coordinator: Any) -> None:
+    run = transfer(coordinator, file_count=1)
+    refused = ended(claimed(run, 0), ok=False, cause=EXISTS)
+    assert refused.state == "failed" and refused.written == []
+    assert run_copies_to_delete(run.pk).urls == []
+
+
+def test_a_message_delivered_twice_records_its_name_once(coordinator: Any) -> None:
+    run = transfer(coordinator, file_count=1)
+    file = claimed(run, 0)
+    RunFile.objects.filter(pk=file.pk).update(state="queued")  # as if the claim had not been seen
+    again = file_claim(file.pk, file.attempt, file.task_id, "w@host")
+    assert again is not None and again.written == [file.destination_url]
 
 
 def test_the_reaper_settles_the_copies_of_a_run_whose_end_it_did_not_see(coordinator: Any, sent: list[Any]) -> None:
