@@ -32,6 +32,12 @@ class Challenge(models.Model):
     )
     max_window = models.PositiveIntegerField(default=3600, help_text="seconds; the max rate's window")
     stable_window = models.PositiveIntegerField(default=18000, help_text="seconds; the stable rate's window")
+    alert_thresholds = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the live alerts' thresholds where they differ from the defaults (live.thresholds): "
+        "at_risk_fraction, drop_fraction, ...",
+    )
 
     class Meta:
         ordering = ["-start", "slug"]

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "results",
     "runs",
     "sweeps",
+    "live",
     "ingest",
     "testbed",
     "portal.apps.PortalConfig",

@@ -219,11 +219,14 @@ def _best_window(through: list[float], width: int) -> tuple[int, float] | None:
 
 
 def flow_minutes(
-    *, targets: Sequence[Target]
+    *, targets: Sequence[Target], windows: Sequence[tuple[datetime, datetime]] | None = None
 ) -> tuple[list[tuple[datetime, datetime]], list[int], list[tuple[Any, ...]]]:
-    """The rollup behind these targets in one query: per target its full minutes [first, last), their number and
-    its row of FLOW_HOURS_READ (the hours' places and minutes of bytes, files ok/failed)."""
-    spans = [_full_minutes(target.activity.start, target.activity.end) for target in targets]
+    """The rollup behind these targets in one query: per target its full minutes [first, last) of its activity's
+    window (or of `windows`, one per target), their number and its row of FLOW_HOURS_READ (the hours' places and
+    minutes of bytes, files ok/failed)."""
+    if windows is None:
+        windows = [(target.activity.start, target.activity.end) for target in targets]
+    spans = [_full_minutes(start, end) for start, end in windows]
     keys = [_flow(target) for target in targets]
     counts = [int((last - first) / MINUTE) for first, last in spans]
     params: dict[str, list[Any]] = {
@@ -265,6 +268,26 @@ def targets_rates_compute(
     ]
 
 
+def _minutes_fill(leads: Sequence[int] | None, hours: Sequence[Sequence[float]] | None, minutes: int) -> list[float]:
+    """The bytes of each full minute from a row of FLOW_HOURS_READ (`minutes` of them)."""
+    series = [0.0] * minutes
+    for lead, moved in zip(leads or (), hours or (), strict=True):
+        # The hour's minutes that lie inside [first, last): all but those of a first or last partial hour.
+        low, high = max(0, -lead), min(MINUTES_PER_HOUR, minutes - lead)
+        series[lead + low : lead + high] = moved[low:high]
+    return series
+
+
+def _partial_minutes(start: datetime, end: datetime, first_full: datetime) -> list[tuple[datetime, datetime]]:
+    """The partial minutes of [start, end) at its edges, which the rollup cannot split."""
+    edges = []
+    if first_full > start:  # the partial minute at the start
+        edges.append((start, min(first_full, end)))
+    if first_full <= minute_floor(end) < end:  # the partial minute at the end
+        edges.append((minute_floor(end), end))
+    return edges
+
+
 def _from_row(
     target: Target,
     first_full: datetime,
@@ -279,19 +302,10 @@ def _from_row(
     leads, hours, files_ok, files_failed = row
     start, end = target.activity.start, target.activity.end
     result = TargetRates(target=target, start=start, end=end, files_ok=int(files_ok), files_failed=int(files_failed))
-    series = [0.0] * minutes
-    for lead, moved in zip(leads or (), hours or (), strict=True):
-        # The hour's minutes that lie inside [first, last): all but those of a first or last partial hour.
-        low, high = max(0, -lead), min(MINUTES_PER_HOUR, minutes - lead)
-        series[lead + low : lead + high] = moved[low:high]
+    series = _minutes_fill(leads, hours, minutes)
     through = list(accumulate(series, initial=0.0))
     result.volume = through[-1]
-    edges = []
-    if first_full > start:  # the partial minute at the start
-        edges.append((start, min(first_full, end)))
-    if first_full <= minute_floor(end) < end:  # the partial minute at the end
-        edges.append((minute_floor(end), end))
-    for lower, upper in edges:
+    for lower, upper in _partial_minutes(start, end, first_full):
         moved, ok, failed = _edge(target, lower, upper, (start, end))
         result.volume += moved
         result.files_ok += ok
@@ -311,6 +325,46 @@ def _from_row(
     if with_minutes:
         result.minutes = [(first_full + index * MINUTE, moved) for index, moved in enumerate(series)]
     return result
+
+
+@dataclass
+class FlowSeries:
+    """A target's flow over a window [start, end): bytes per full minute from `first` on (the rollup), the exact
+    bytes of the partial minutes at the edges, and the files that ended inside the window."""
+
+    start: datetime
+    end: datetime
+    first: datetime
+    minutes: list[float]
+    edge_bytes: float = 0.0
+    files_ok: int = 0
+    files_failed: int = 0
+
+    @property
+    def volume(self) -> float:
+        return sum(self.minutes) + self.edge_bytes
+
+
+def flows_series(*, targets: Sequence[Target], start: datetime, end: datetime) -> list[FlowSeries]:
+    """Each target's flow over one window [start, end) (the challenge week as it happens: the hour so far, the
+    window so far), whatever its activity's window: one query on the rollup, and the raw records of the partial
+    minutes at the edges (a window that ends now ends inside a minute)."""
+    if not targets:
+        return []
+    spans, counts, rows = flow_minutes(targets=targets, windows=[(start, end)] * len(targets))
+    series = []
+    for target, (first_full, _), minutes, (leads, hours, files_ok, files_failed) in zip(
+        targets, spans, counts, rows, strict=True
+    ):
+        values = _minutes_fill(leads, hours, minutes)
+        flow = FlowSeries(start, end, first_full, values, files_ok=int(files_ok), files_failed=int(files_failed))
+        for lower, upper in _partial_minutes(start, end, first_full):
+            moved_bytes, ok, failed = _edge(target, lower, upper, (start, end))
+            flow.edge_bytes += moved_bytes
+            flow.files_ok += ok
+            flow.files_failed += failed
+        series.append(flow)
+    return series
 
 
 def target_rates(*, target: Target, max_window: int, stable_window: int, with_minutes: bool = False) -> TargetRates:
