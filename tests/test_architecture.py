@@ -9,7 +9,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600
 # Apps and the roof: what must stay small. Migrations are generated; tests and benchmarks are not rooms.
-PACKAGES = ("portal", "testbed", "sweeps", "live", "runs", "ingest", "results", "reports", "challenges", "sites", "common")
+PACKAGES = (
+    "portal",
+    "testbed",
+    "sweeps",
+    "live",
+    "runs",
+    "ingest",
+    "results",
+    "reports",
+    "challenges",
+    "sites",
+    "common",
+)
 
 
 def test_the_import_contracts_hold() -> None:
