@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import Prefetch, Q, QuerySet
 
 from sites.models import Capacity, Site
+from sites.roles import visible_experiment_ids
 
 from .choices import TAPE_KINDS
 from .models import Activity, Challenge, Target
@@ -108,6 +109,16 @@ def clock_grid(*, challenge: Challenge, user: Any = None) -> ClockGrid:
         for name in sorted(entries, key=str.lower)
     )
     return ClockGrid(tuple(weeks), rows)
+
+
+def challenges_visible(*, user: Any) -> QuerySet[Challenge]:
+    """The challenges `user` may read (sites.roles' rule): all of them, or for a DDM service those with an activity
+    of its experiment (a challenge without it does not exist for it)."""
+    visible = visible_experiment_ids(user)
+    challenges = Challenge.objects.all()
+    if visible is not None:
+        challenges = challenges.filter(activities__experiment_id__in=visible).distinct()
+    return challenges
 
 
 def challenge_activities(*, challenge: Challenge, user: Any = None) -> QuerySet[Activity]:

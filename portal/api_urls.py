@@ -10,7 +10,9 @@ urlpatterns = [
     path("", include("challenges.api.urls")),
     path("", include("runs.api.urls")),
     path("", include("sweeps.api.urls")),
+    path("", include("live.api.urls")),
     path("", include("results.api.urls")),
     path("", include("reports.api.urls")),
     path("", include("ingest.api.urls")),
+    path("", include("live.api.alert_urls")),
 ]

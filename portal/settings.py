@@ -224,6 +224,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "sweeps-advance": {"task": "sweeps.sweeps_advance", "schedule": 15.0},
     # Records of hosts registered after they were ingested attach to their sites.
     "ingest-records-attach": {"task": "ingest.records_attach", "schedule": 60.0},
+    # The live alerts of the running challenges, and the deliveries whose task was lost.
+    "live-alerts-evaluate": {"task": "live.alerts_evaluate", "schedule": 60.0},
 }
 
 # The registry: whether storage endpoints may use file:// (only for the local testbed), API token lifetime,
@@ -339,3 +341,20 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+
+# Live alerts' deliveries (live/delivery.py): the portal's address for links in alerts, whether webhooks may lead
+# to private, loopback or link-local hosts (off: a subscription cannot make the portal post into its own network),
+# and the mail server alerts' e-mails go through (the console backend prints them).
+PORTAL_URL = env.str("PORTAL_URL", default="http://127.0.0.1:8000")
+ALERT_WEBHOOK_PRIVATE_HOSTS = env.bool("ALERT_WEBHOOK_PRIVATE_HOSTS", default=False)
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)  # seconds: a mail server that hangs must not hold a worker
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="portal@localhost")
+# An alert's kinds and states are one choice set each wherever they appear (alerts, subscriptions, deliveries).
+_ENUM_NAMES: dict[str, str] = SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]  # type: ignore[assignment]
+_ENUM_NAMES.update({"AlertKindEnum": "live.choices.AlertKind", "AlertStateEnum": "live.choices.AlertState"})

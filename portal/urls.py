@@ -15,6 +15,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("challenges/", include("runs.urls")),
     path("challenges/", include("challenges.urls")),
+    path("challenges/", include("live.urls")),
     path("sites/", include("sites.urls")),
     path("sweeps/", include("sweeps.urls")),
     path("results/", include("results.urls")),

@@ -8,12 +8,15 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.defaults import server_error as django_server_error
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from challenges.selectors import challenges_visible
 
 from . import health
 from .api_errors import DATABASE_AWAY, DATABASE_AWAY_RETRY_AFTER, database_away
@@ -22,7 +25,9 @@ from .api_errors import DATABASE_AWAY, DATABASE_AWAY_RETRY_AFTER, database_away
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The landing page: what the portal is for and whether its services answer."""
-    return render(request, "home.html", {"health": health.portal_health()})
+    now = timezone.now()
+    running = challenges_visible(user=request.user).filter(start__lte=now, end__gt=now).order_by("end")
+    return render(request, "home.html", {"health": health.portal_health(), "running": running})
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

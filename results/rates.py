@@ -12,7 +12,8 @@ Definitions (also written on the results page):
 - stable rate = the same with `stable_window`; empty when the activity is shorter than that window.
 - volume, files ok, files failed, failure ratio (of files ending inside [A, B)).
 - verdict: met when stable >= target, partly when only max >= target, missed otherwise; without a stable rate the
-  average stands in for it.
+  average stands in for it. Only once the window has ended: before, the live verdict of results.projection, with
+  the volume and average so far (`so_far`).
 Rates are bytes per second.
 """
 
@@ -38,6 +39,7 @@ from challenges.models import Challenge, Target
 
 from .choices import RecordState
 from .models import MINUTES_PER_HOUR, RollupVersion, TransferRecord
+from .projection import SoFar
 from .rollups import MINUTE, minute_floor
 
 MET, PARTLY, MISSED = "met", "partly", "missed"
@@ -59,6 +61,9 @@ class TargetRates:
     files_ok: int = 0
     files_failed: int = 0
     minutes: list[tuple[datetime, float]] = field(default_factory=list, repr=False)
+    # Set by results.selectors.rates_so_far for a window that has not ended (or not begun): the live numbers.
+    so_far: SoFar | None = None
+    runs_outside_window: int = 0  # runs of the activity that ran wholly outside its window (count for nothing)
 
     @property
     def failure_ratio(self) -> float | None:
@@ -66,7 +71,14 @@ class TargetRates:
         return self.files_failed / total if total else None
 
     @property
+    def ended(self) -> bool:
+        return self.so_far is None
+
+    @property
     def verdict(self) -> str:
+        """met, partly or missed once the window has ended; before, its live verdict (results.projection)."""
+        if self.so_far is not None:
+            return self.so_far.projection.verdict
         sustained = self.stable_rate if self.stable_rate is not None else self.average_rate
         if sustained >= self.target.rate:
             return MET
@@ -97,7 +109,23 @@ class TargetRates:
             "files_failed": self.files_failed,
             "failure_ratio": self.failure_ratio,
             "verdict": self.verdict,
+            "window_ended": self.ended,
+            "runs_outside_window": self.runs_outside_window,
         }
+        so_far = self.so_far
+        row["so_far"] = (
+            None
+            if so_far is None
+            else {
+                "at": so_far.at,
+                "elapsed_seconds": so_far.elapsed_seconds,
+                "volume": so_far.volume,
+                "average_rate": so_far.average_rate,
+                "last_hour_rate": so_far.last_hour_rate,
+                "required_rate": so_far.projection.required_rate,
+                "projected_average_rate": so_far.projection.projected_average_rate,
+            }
+        )
         return row
 
 
@@ -345,16 +373,16 @@ class FlowSeries:
         return sum(self.minutes) + self.edge_bytes
 
 
-def flows_series(*, targets: Sequence[Target], start: datetime, end: datetime) -> list[FlowSeries]:
-    """Each target's flow over one window [start, end) (the challenge week as it happens: the hour so far, the
-    window so far), whatever its activity's window: one query on the rollup, and the raw records of the partial
-    minutes at the edges (a window that ends now ends inside a minute)."""
+def flows_series(*, targets: Sequence[Target], windows: Sequence[tuple[datetime, datetime]]) -> list[FlowSeries]:
+    """Each target's flow over its window [start, end) of `windows` (the challenge week as it happens: the hours
+    before now, the activity's window so far), whatever its activity's window: one query on the rollup, and the raw
+    records of the partial minutes at the edges of a window that does not start or end on a minute."""
     if not targets:
         return []
-    spans, counts, rows = flow_minutes(targets=targets, windows=[(start, end)] * len(targets))
+    spans, counts, rows = flow_minutes(targets=targets, windows=windows)
     series = []
-    for target, (first_full, _), minutes, (leads, hours, files_ok, files_failed) in zip(
-        targets, spans, counts, rows, strict=True
+    for target, (start, end), (first_full, _), minutes, (leads, hours, files_ok, files_failed) in zip(
+        targets, windows, spans, counts, rows, strict=True
     ):
         values = _minutes_fill(leads, hours, minutes)
         flow = FlowSeries(start, end, first_full, values, files_ok=int(files_ok), files_failed=int(files_failed))

@@ -11,12 +11,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, F, Q, QuerySet
+from django.utils import timezone
 
 from challenges.models import Challenge, Target
 
-from .rates import TargetRates, challenge_targets, targets_rates_compute
+from .models import TransferRecord
+from .projection import NOT_STARTED, Projection, SoFar, target_projection
+from .rates import TargetRates, challenge_targets, flows_series, targets_rates_compute
 from .rates import rates_for_targets as cached_rates_for_targets
+from .rollups import minute_floor
 
 BIN_CHOICES = (1, 5, 10, 60)  # minutes
 
@@ -69,7 +73,52 @@ def challenge_rates(
     targets = targets_for_challenge(
         challenge=challenge, experiment=experiment, activity=activity, site=site, experiment_ids=experiment_ids
     )
-    return rates_for_targets(challenge=challenge, targets=targets)
+    rates = rates_for_targets(challenge=challenge, targets=targets)
+    rates_so_far(rates=rates, at=minute_floor(timezone.now()))
+    runs_outside_windows(rates=rates)
+    return rates
+
+
+def rates_so_far(*, rates: list[TargetRates], at: datetime, at_risk_fraction: float = 0.8) -> None:
+    """Give each row whose window has not ended at `at` its numbers so far and its live verdict
+    (results.projection): the last hour's rate of the running ones read in one query."""
+    running = [row for row in rates if row.start <= at < row.end]
+    hours = flows_series(
+        targets=[row.target for row in running],
+        windows=[(max(at - timedelta(hours=1), row.start), at) for row in running],
+    )
+    for row, hour in zip(running, hours, strict=True):
+        last_hour = hour.volume / 3600
+        projection = target_projection(
+            target_rate=row.target.rate,
+            start=row.start,
+            end=row.end,
+            at=at,
+            volume=row.volume,
+            last_hour_rate=last_hour,
+            at_risk_fraction=at_risk_fraction,
+        )
+        row.so_far = SoFar(at, (at - row.start).total_seconds(), row.volume, last_hour, projection)
+    for row in rates:
+        if at < row.start:
+            row.so_far = SoFar(at, 0.0, 0.0, 0.0, Projection(NOT_STARTED, None, None))
+
+
+def runs_outside_windows(*, rates: list[TargetRates]) -> None:
+    """How many runs of each row's activity ran wholly outside its window (their records count for nothing), in one
+    query on the records of the activities' runs."""
+    activity_ids = {row.target.activity_id for row in rates}
+    if not activity_ids:
+        return
+    outside = Q(start__gte=F("activity__end")) | Q(end__lte=F("activity__start"))
+    counts = dict(
+        TransferRecord.objects.filter(activity_id__in=activity_ids, run__isnull=False)
+        .values("activity_id")
+        .annotate(runs=Count("run_id", distinct=True, filter=outside))
+        .values_list("activity_id", "runs")
+    )
+    for row in rates:
+        row.runs_outside_window = counts.get(row.target.activity_id, 0)
 
 
 @dataclass(frozen=True)

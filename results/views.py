@@ -134,6 +134,7 @@ class RateRow:
     url: str
     # The site reports of the row's site (or of both ends of its link) that the reader may see.
     reports: tuple[ReportMarker, ...] = ()
+    uncounted: str = ""  # why transfers cannot measure this target (network, recall), and where it is measured
 
     @property
     def target(self) -> Target:
@@ -150,16 +151,26 @@ def _row_reports(target: Target, markers: dict[str, ReportMarker]) -> tuple[Repo
     return tuple(markers[site.name] for site in sites if site is not None and site.name in markers)
 
 
+# Kinds whose targets transfers cannot measure: the row says where their numbers are instead.
+UNCOUNTED_KINDS = {
+    "network": "a network target is measured by its activity's iperf3 runs (their throughput is on the run pages), "
+    "not by transfers",
+    "staging": "a recall (A-DT) is measured by its tape rate, in the Tape Challenge table, not by transfers",
+}
+
+
 def _rate_row(rates: TargetRates, slug: str, markers: dict[str, ReportMarker] | None = None) -> RateRow:
     target_rate = rates.target.rate
+    average = rates.so_far.average_rate if rates.so_far is not None else rates.average_rate
     return RateRow(
         rates=rates,
-        average=_cell(rates.average_rate, target_rate),
+        average=_cell(average, target_rate),
         peak=_cell(rates.max_rate, target_rate),
         stable=_cell(rates.stable_rate, target_rate),
         volume=size_text(rates.volume),
         url=reverse("results:target", args=[slug, rates.target.pk]),
         reports=_row_reports(rates.target, markers) if markers else (),
+        uncounted=UNCOUNTED_KINDS.get(rates.target.activity.kind, ""),
     )
 
 

@@ -9,19 +9,77 @@ from typing import Any
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
+from challenges.choices import ActivityKind
+from common.units import size_text
 from results.choices import RecordState
 from results.models import TransferRecord
 
 from .choices import RUN_ENDED, FileState, RunState
+from .estimates import FileSnapshot, TransferEstimate, transfer_estimate
 from .models import Run, RunFile
+from .parameters import TRANSFER_KINDS
 
 RATE_WINDOW = 60.0  # seconds: the aggregate rate of run_progress
+# A network probe runs tracepath after iperf3: about this long on the paths the portal measures.
+TRACEPATH_SECONDS = 5.0
+
+
+@dataclass
+class ProbeProgress:
+    """A one-task run (staging, network, cache, io) while it works: what it does, for how long so far, how long it
+    should take when that is known (a network probe's iperf3 duration and its tracepath), and the worker's beat."""
+
+    what: str
+    phase: str
+    elapsed_seconds: float | None
+    expected_seconds: float | None
+    heartbeat_seconds: float | None  # since the worker last beat for it
+
+
+def _probe_what(run: Run) -> tuple[str, float | None]:
+    """A probe's task in words, and how long it should take (None: the probe decides, as a recall does)."""
+    parameters = run.parameters if isinstance(run.parameters, dict) else {}
+    if run.kind == ActivityKind.NETWORK:
+        port = f":{parameters['port']}" if parameters.get("port") else ""
+        duration = float(parameters.get("duration") or 10)
+        streams = parameters.get("streams") or 1
+        direction = " (reverse)" if parameters.get("reverse") else ""
+        return (
+            f"iperf3 to {parameters.get('host')}{port}{direction}, {streams} stream{'s' if streams != 1 else ''} for "
+            f"{duration:g} s, then tracepath (path MTU)",
+            duration + TRACEPATH_SECONDS,
+        )
+    if run.kind == ActivityKind.STAGING:
+        urls = parameters.get("urls") or []
+        return f"recalling {len(urls)} file{'s' if len(urls) != 1 else ''} from tape", None
+    if run.kind == ActivityKind.CACHE:
+        origins = parameters.get("origin_urls") or []
+        return f"reading {len(origins)} file{'s' if len(origins) != 1 else ''} direct and through the cache", None
+    if run.kind == ActivityKind.IO:
+        return f"writing then reading a {size_text(parameters.get('file_size'))} file", None
+    return run.get_kind_display(), None
+
+
+def probe_progress(run: Run, *, now: datetime) -> ProbeProgress:
+    """Where a one-task run stands: its rows have no files to count until it ends (its records are its files)."""
+    what, expected = _probe_what(run)
+    end = run.finished_at or now
+    elapsed = (end - run.started_at).total_seconds() if run.started_at else None
+    phase = {RunState.QUEUED: "waiting for a worker"}.get(run.state, "")
+    if run.state == RunState.RUNNING:
+        phase = "iperf3" if run.kind == ActivityKind.NETWORK else "running"
+        if run.kind == ActivityKind.NETWORK and elapsed is not None and expected is not None:
+            phase = "iperf3" if elapsed < expected - TRACEPATH_SECONDS else "tracepath"
+    beat = (now - run.heartbeat).total_seconds() if run.heartbeat and run.state == RunState.RUNNING else None
+    return ProbeProgress(
+        what=what, phase=phase, elapsed_seconds=elapsed, expected_seconds=expected, heartbeat_seconds=beat
+    )
 
 
 @dataclass
 class RunProgress:
-    """A run's live figures. rate: bytes/s over the last 60 s (of the files that ended); eta_seconds None when
-    unknown."""
+    """A run's live figures. rate: bytes/s over the last 60 s (files done and copies in flight); eta_seconds None
+    when unknown; probe: a one-task run's own progress (None for transfer runs)."""
 
     state: str
     state_label: str  # the words pages show: "finished with failures" for partly
@@ -34,10 +92,12 @@ class RunProgress:
     queued: int
     bytes_done: int
     bytes_in_flight: int  # copied so far by the copies in flight, as their workers last reported
+    bytes_in_flight_estimated: int  # the same with what unreported copies must have copied at the observed rate
     rate: float | None
     eta_seconds: float | None
     started_at: datetime | None
     finished_at: datetime | None
+    probe: ProbeProgress | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -46,9 +106,7 @@ class RunProgress:
         return data
 
 
-def run_progress(run: Run) -> RunProgress:
-    """Counts of the run's files by state, bytes moved, the aggregate rate over the last minute and an ETA."""
-    now = timezone.now()
+def _file_counts(run: Run) -> dict[str, Any]:
     counts = RunFile.objects.filter(run=run).aggregate(
         total=Count("id"),
         done=Count("id", filter=Q(state=FileState.DONE)),
@@ -58,7 +116,8 @@ def run_progress(run: Run) -> RunProgress:
         dispatched=Count("id", filter=Q(state=FileState.QUEUED) & ~Q(task_id="")),
         queued=Count("id", filter=Q(state=FileState.QUEUED)),
         bytes_done=Sum("bytes", filter=Q(state=FileState.DONE)),
-        size_left=Sum("size", filter=Q(state__in=[FileState.QUEUED, FileState.RUNNING])),
+        queued_bytes=Sum("size", filter=Q(state=FileState.QUEUED)),
+        first_start=Min("start"),
     )
     if counts["total"] == 0:  # a run of one probe: its records are its files
         record_counts = TransferRecord.objects.filter(run=run).aggregate(
@@ -69,40 +128,46 @@ def run_progress(run: Run) -> RunProgress:
             bytes_done=Sum("bytes", filter=Q(state=RecordState.OK)),
         )
         counts.update(record_counts)
-        counts.update(running=0, dispatched=0, queued=0, size_left=0)
-    window_start = now - timedelta(seconds=RATE_WINDOW)
-    if run.started_at:
-        window_start = max(window_start, run.started_at)
-    window = (now - window_start).total_seconds()
-    rate: float | None = None
-    in_flight_bytes = 0
-    if window > 0 and run.started_at:
-        # Each file's bytes spread over its real [start, end); a copy in flight counts what gfal2 last reported it
-        # had copied, spread over [start, reported at), so that large files show a rate before the first one ends.
-        spans = []
-        recent = RunFile.objects.filter(
-            Q(state=FileState.DONE, end__gt=window_start)
-            | Q(state=FileState.RUNNING, progress_bytes__gt=0, progress_at__isnull=False),
-            run=run,
-        )
-        for state, start, end, size, at, done in recent.values_list(
-            "state", "start", "end", "bytes", "progress_at", "progress_bytes"
-        ):
-            if state == FileState.DONE:
-                spans.append((start, end, size))
-            else:
-                in_flight_bytes += done
-                if at is not None and at > window_start:
-                    spans.append((start, at, done))
-        moved = 0.0
-        for start, end, size in spans:
-            if start is None or end is None:
-                continue
-            seconds = (end - start).total_seconds()
-            moved += size if seconds <= 0 else size * (end - max(start, window_start)).total_seconds() / seconds
-        rate = moved / window
-    left = max((counts["size_left"] or 0) - in_flight_bytes, 0)
-    eta = left / rate if rate and left and run.state not in RUN_ENDED else None
+        counts.update(running=0, dispatched=0, queued=0)
+    return counts
+
+
+def _transfer_estimate_of(run: Run, counts: dict[str, Any], *, now: datetime) -> TransferEstimate:
+    """runs.estimates over the run's rows: its files done in the last minute and its copies in flight."""
+    floor = now - timedelta(seconds=RATE_WINDOW)
+    rows = RunFile.objects.filter(
+        Q(state=FileState.DONE, end__gt=floor) | Q(state=FileState.RUNNING), run=run
+    ).values_list("state", "start", "end", "bytes", "size", "progress_bytes", "progress_at")
+    # The window opens when the first copy started: the run's preparation (its test file) moves nothing.
+    began = counts["first_start"] or run.started_at
+    parameters = run.parameters if isinstance(run.parameters, dict) else {}
+    estimate = transfer_estimate(
+        files=[FileSnapshot(*row) for row in rows],
+        now=now,
+        window_start=max(floor, began) if began else None,
+        queued=counts["queued"],
+        queued_bytes=counts["queued_bytes"] or 0,
+        slots=int(parameters.get("concurrency") or 0),
+    )
+    if run.state in RUN_ENDED:
+        return TransferEstimate(estimate.rate, estimate.bytes_reported, estimate.bytes_estimated, None)
+    return estimate
+
+
+def run_progress(run: Run, *, now: datetime | None = None) -> RunProgress:
+    """Counts of the run's files by state, bytes moved, the aggregate rate over the last minute and an ETA; for a
+    one-task run, its own progress."""
+    now = now or timezone.now()
+    counts = _file_counts(run)
+    probe = None
+    if run.kind in TRANSFER_KINDS:
+        estimate = _transfer_estimate_of(run, counts, now=now)
+    else:
+        probe = probe_progress(run, now=now)
+        eta = None
+        if run.state == RunState.RUNNING and probe.expected_seconds and probe.elapsed_seconds is not None:
+            eta = max(probe.expected_seconds - probe.elapsed_seconds, 0.0)
+        estimate = TransferEstimate(None, 0, 0, eta)
     return RunProgress(
         state=run.state,
         state_label=RunState(run.state).label,
@@ -114,11 +179,13 @@ def run_progress(run: Run) -> RunProgress:
         in_flight=counts["running"] + counts["dispatched"],
         queued=counts["queued"] - counts["dispatched"],
         bytes_done=counts["bytes_done"] or 0,
-        bytes_in_flight=in_flight_bytes,
-        rate=rate,
-        eta_seconds=eta,
+        bytes_in_flight=estimate.bytes_reported,
+        bytes_in_flight_estimated=estimate.bytes_estimated,
+        rate=estimate.rate,
+        eta_seconds=estimate.eta_seconds,
         started_at=run.started_at,
         finished_at=run.finished_at,
+        probe=probe,
     )
 
 

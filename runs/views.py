@@ -3,6 +3,7 @@ of an activity (coordinators, with ad hoc overrides) and Cancel. The work is don
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
@@ -30,7 +32,7 @@ from sites.roles import user_is_coordinator
 
 from . import selectors
 from .api.views import runs_visible_to
-from .choices import RUN_ENDED, FileState, RunState
+from .choices import RUN_ENDED, CopiesState, FileState, RunState
 from .copies import run_copies_delete as copies_delete_service
 from .models import Run, RunFile
 from .parameters import TRANSFER_KINDS, TRANSFER_MODES
@@ -52,6 +54,9 @@ RUNS_PAGE = 50
 FAILURES = 5
 # How often the run page asks for fresh figures while the run goes on.
 POLL_SECONDS = 2
+# After its end, the run page keeps asking until its copies are kept or deleted, for at most this long (a clean-up
+# that no worker takes is re-sent by the reaper after 10 minutes; a page left open need not ask forever).
+COPIES_POLL = timedelta(minutes=15)
 
 
 def _run_or_404(request: HttpRequest, pk: int) -> Run:
@@ -67,21 +72,47 @@ def _coordinator_or_refuse(request: HttpRequest, what: str) -> HttpResponseBase 
     return None
 
 
+def copies_settling(run: Run, *, now: datetime) -> bool:
+    """The run has ended but its copies are not kept or deleted yet (the last copies in flight are ending, or a
+    worker is deleting them), and it ended recently enough for its page to keep asking."""
+    if run.state not in RUN_ENDED or run.copies not in (CopiesState.PRESENT, CopiesState.DELETING):
+        return False
+    return run.finished_at is None or now - run.finished_at < COPIES_POLL
+
+
 def _progress_context(run: Run) -> dict[str, Any]:
     progress = selectors.run_progress(run)
     finished = progress.files_done + progress.files_failed + progress.files_cancelled
     ended = progress.state in RUN_ENDED
     rates = active_rates(TransferRecord.objects.filter(run=run)) if ended else None
+    probe = progress.probe
     return {
         "run": run,
         "progress": progress,
         "ended": ended,
+        "polling": not ended or copies_settling(run, now=timezone.now()),
         "files_ended": finished,
         "poll_seconds": POLL_SECONDS,
         "eta": duration_text(progress.eta_seconds),
+        "probe_elapsed": duration_text(probe.elapsed_seconds) if probe else None,
+        "probe_expected": duration_text(probe.expected_seconds) if probe and probe.expected_seconds else None,
+        "probe_heartbeat": duration_text(probe.heartbeat_seconds) if probe else None,
         "rates": rates,
         "average_rate": rates.average_rate if rates else None,
         "failures": list(RunFile.objects.filter(run=run, state=FileState.FAILED).order_by("-end", "-index")[:FAILURES]),
+    }
+
+
+def _results_context(run: Run) -> dict[str, Any]:
+    """What the run measured, below its progress: its probe's results and figures, its FROM x TO table. The run
+    page shows them, and its progress panel sends them again (htmx out-of-band) once the run has ended, so that
+    they appear without a reload."""
+    probe = probe_results(run)
+    return {
+        "probe": probe,
+        "probe_figures": probe_figures(probe),
+        "plotly_version": PLOTLY_VERSION,
+        "matrix": link_matrix(TransferRecord.objects.filter(run=run)) if run.kind in TRANSFER_KINDS else [],
     }
 
 
@@ -127,15 +158,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: what it was asked to do and its live progress."""
     run = _run_or_404(request, pk)
     records = records_query(run)
-    probe = probe_results(run)
-    context = _progress_context(run) | {
+    context = _progress_context(run) | _results_context(run) | {
         "can_run": user_is_coordinator(user=request.user),
         "records": records,
         "records_query": urlencode(records) if records else None,
-        "probe": probe,
-        "probe_figures": probe_figures(probe),
-        "plotly_version": PLOTLY_VERSION,
-        "matrix": link_matrix(TransferRecord.objects.filter(run=run)) if run.kind in TRANSFER_KINDS else [],
         "recalls": [pk for pk in (run.parameters or {}).get("recalls_runs", []) if isinstance(pk, int)],
         "parameters": [(name, parameter_text(value)) for name, value in sorted(run.parameters.items())]
         if isinstance(run.parameters, dict)
@@ -147,9 +173,13 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @read_access
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
-    """The progress panel alone: what htmx swaps in every few seconds; it stops asking once the run ended."""
+    """The progress panel alone: what htmx swaps in every few seconds. Once the run has ended it also carries what
+    the run measured (out of band: the sections below it), and it stops asking when the run's copies are kept or
+    deleted."""
     run = _run_or_404(request, pk)
     context = _progress_context(run) | {"can_run": user_is_coordinator(user=request.user)}
+    if context["ended"]:
+        context |= _results_context(run) | {"results_out_of_band": True}
     return render(request, "runs/run_progress.html", context)
 
 
@@ -167,6 +197,8 @@ def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
         error = "; ".join(exc.messages)
     if request.htmx:
         context = _progress_context(run) | {"can_run": True, "error": error}
+        if context["ended"]:
+            context |= _results_context(run) | {"results_out_of_band": True}
         return render(request, "runs/run_progress.html", context)
     return redirect("runs:detail", pk=run.pk)
 

@@ -44,7 +44,29 @@ RATE_ROW_FIELDS = {
     "files_ok": serializers.IntegerField(),
     "files_failed": serializers.IntegerField(),
     "failure_ratio": serializers.FloatField(allow_null=True, help_text="failed / (ok + failed); null without files"),
-    "verdict": serializers.ChoiceField(choices=[MET, PARTLY, MISSED]),
+    "verdict": serializers.ChoiceField(
+        choices=[MET, PARTLY, MISSED, "on track", "at risk", "will miss", "not started"],
+        help_text="met, partly or missed once the window has ended; before: the live verdict (on track, at risk, "
+        "will miss, met, not started), never missed",
+    ),
+    "window_ended": serializers.BooleanField(help_text="false while the window runs or has not begun"),
+    "runs_outside_window": serializers.IntegerField(
+        help_text="runs of the activity that ran wholly outside its window: not counted"
+    ),
+    "so_far": inline_serializer(
+        "RateRowSoFar",
+        {
+            "at": serializers.DateTimeField(help_text="the minute these numbers end at"),
+            "elapsed_seconds": serializers.FloatField(),
+            "volume": serializers.FloatField(help_text="bytes inside the window so far"),
+            "average_rate": serializers.FloatField(help_text="volume / elapsed_seconds, B/s"),
+            "last_hour_rate": serializers.FloatField(),
+            "required_rate": serializers.FloatField(allow_null=True),
+            "projected_average_rate": serializers.FloatField(allow_null=True),
+        },
+        allow_null=True,
+        help_text="null once the window has ended",
+    ),
 }
 
 

@@ -170,13 +170,13 @@ def test_the_results_list_links_every_challenge_to_its_table_and_comparison(
 # --- target versus achieved -----------------------------------------------------------------------------------
 
 
-def test_the_table_shows_each_target_in_gb_per_second_and_tb(world: dict[str, Any], viewer: Client) -> None:
+def test_the_table_shows_each_target_auto_scaled(world: dict[str, Any], viewer: Client) -> None:
     content = viewer.get("/results/tc/").content.decode()
     atlas = text_of(row_with(content, "ATLAS</td>", "CNAF</td>"))
     # experiment, activity, mode, site, direction, target, average, max, stable, volume, files, ratio, verdict
     assert atlas == "ATLAS atlas-dt DT CNAF in 1 GB/s 1.5 GB/s 1.5 GB/s 1.5 GB/s 54 TB 1 / 1 50.0% met"
     cms = text_of(row_with(content, "CMS</td>"))
-    assert cms == "CMS cms-dt DT CNAF in 0.5 GB/s 1 GB/s 1 GB/s — 3.6 TB 0 / 0 — met"
+    assert cms == "CMS cms-dt DT CNAF in 500 MB/s 1 GB/s 1 GB/s — 3.6 TB 0 / 0 — met"
     link = text_of(row_with(content, "CERN → PIC"))
     assert link.startswith("ATLAS atlas-dt DT CERN → PIC link 2 GB/s 1 GB/s 1 GB/s 1 GB/s 36 TB")
 

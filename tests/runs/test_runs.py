@@ -219,15 +219,17 @@ def test_progress_counts_files_bytes_and_the_rate_of_the_last_minute(coordinator
     progress = run_progress(run)
     assert (progress.files_total, progress.files_done, progress.files_failed) == (5, 2, 1)
     assert (progress.in_flight, progress.queued, progress.bytes_done) == (1, 1, 2 * 10**6)
-    assert progress.rate == pytest.approx(2e6 / 30, rel=0.02)
-    assert progress.eta_seconds == pytest.approx(2e6 / progress.rate, rel=0.01)  # 2 files of 1 MB left
+    # over the 20 s since the first copy began (the run's 10 s of preparation before it moved nothing)
+    assert progress.rate == pytest.approx(2e6 / 20, rel=0.02)
+    # 2 files of 1 MB left on 2 slots, each at the 100 kB/s a copy took: one copy's time
+    assert progress.eta_seconds == pytest.approx(10, rel=0.02)
     assert progress.to_dict()["started_at"].endswith("+00:00")
 
 
 def test_copies_in_flight_count_in_the_rate_and_eta_by_what_their_workers_reported(coordinator: Any) -> None:
     """Two 5 GB copies started 100 s ago, nothing ended yet: the workers' heartbeats reported 1 GB and 2 GB copied,
-    10 s ago. Spread over [start, reported at) = 90 s, the last 60 s (30 s into the report) hold 50/90 of
-    each: 3 GB x 50/90 / 60 s. The ETA is what is left (10 GB - 3 GB) at that rate."""
+    10 s ago (11.1 and 22.2 MB/s). Carried on at those rates for the 10 s since, they hold 1.11 and 2.22 GB, spread
+    over [start, now): the last 60 s hold 60/100 of each. The slower copy ends last: 3.89 GB left at 11.1 MB/s."""
     run = run_start(user=coordinator, kind="transfer", parameters=adhoc(file_size=5 * 10**9, file_count=2))
     now = timezone.now()
     Run.objects.filter(pk=run.pk).update(state="running", started_at=now - timedelta(seconds=100))
@@ -241,8 +243,9 @@ def test_copies_in_flight_count_in_the_rate_and_eta_by_what_their_workers_report
     file_heartbeat([f.pk for f in files], progress={files[0].pk: (10**9, reported), files[1].pk: (2 * 10**9, reported)})
     progress = run_progress(run)
     assert progress.bytes_in_flight == 3 * 10**9
-    assert progress.rate == pytest.approx(3e9 * 50 / 90 / 60, rel=0.01)
-    assert progress.eta_seconds == pytest.approx(7e9 / progress.rate, rel=0.01)
+    assert progress.bytes_in_flight_estimated == pytest.approx(3e9 * 100 / 90, rel=0.01)
+    assert progress.rate == pytest.approx(3e9 * 100 / 90 * 60 / 100 / 60, rel=0.01)
+    assert progress.eta_seconds == pytest.approx((5e9 - 1e9 * 100 / 90) / (1e9 / 90), rel=0.01)
     # a heartbeat with news of one copy keeps what the other last reported
     file_heartbeat([f.pk for f in files], progress={files[1].pk: (3 * 10**9, now)})
     assert dict(RunFile.objects.filter(run=run).values_list("pk", "progress_bytes")) == {

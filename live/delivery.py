@@ -1,0 +1,240 @@
+"""Delivery of alerts to their subscribers: the bodies (JSON, the Slack/Mattermost text, e-mail), one delivery per
+alert, subscription and state, sent by a Celery task after the commit, and each attempt at sending it recorded."""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import json
+import logging
+import smtplib
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from celery import current_app
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from common.times import iso_utc
+
+from .choices import AlertKind, AlertState, DeliveryFormat, DeliveryStatus
+from .models import Alert, AlertDelivery
+from .subscriptions import subscription_reads_alert, subscriptions_matching
+from .webhooks import TIMEOUT, WebhookRefused, webhook_post
+
+logger = logging.getLogger(__name__)
+
+# Sent by name: live.tasks imports this module.
+DELIVERY_SEND_TASK = "live.delivery_send"
+
+
+class DeliveryFailed(Exception):
+    """An attempt that did not deliver; the message is what was recorded as the delivery's error. `final` when
+    trying again cannot help (the webhook is refused, the subscription switched off)."""
+
+    def __init__(self, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
+
+
+def alert_now_url(*, alert: Alert) -> str:
+    """The absolute link to the alert's challenge's now board."""
+    return f"{settings.PORTAL_URL.rstrip('/')}/challenges/{quote(alert.challenge.slug)}/now/"
+
+
+def _name(row: Any) -> str | None:
+    return None if row is None else str(row.name)
+
+
+def alert_payload(*, alert: Alert, state: str | None = None) -> dict[str, Any]:
+    """The JSON body of a webhook: the alert as it stands, or as it stood in `state` (a delivery of the open state
+    sent after the alert resolved still says open, with no resolved_at)."""
+    state = state or alert.state
+    link = None
+    if alert.link_source_id is not None or alert.link_destination_id is not None:
+        link = {"source": _name(alert.link_source), "destination": _name(alert.link_destination)}
+    return {
+        "alert": {
+            "id": alert.pk,
+            "kind": alert.kind,
+            "state": state,
+            "challenge": alert.challenge.slug,
+            "activity": _name(alert.activity),
+            "experiment": _name(alert.experiment),
+            "site": _name(alert.site),
+            "link": link,
+            "value": alert.value,
+            "threshold": alert.threshold,
+            "message": alert.message,
+            "started_at": iso_utc(alert.started_at),
+            "resolved_at": iso_utc(alert.resolved_at) if state == AlertState.RESOLVED else None,
+            "url": alert_now_url(alert=alert),
+        }
+    }
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def alert_subject(*, alert: Alert) -> str:
+    """What the alert is about, as people read it: a link, a site or an activity, with its experiment."""
+    if alert.link_source_id is not None or alert.link_destination_id is not None:
+        about = f"{_name(alert.link_source) or '?'} → {_name(alert.link_destination) or '?'}"
+    elif alert.site_id is not None:
+        about = str(_name(alert.site))
+    elif alert.activity_id is not None:
+        about = str(_name(alert.activity))
+    else:
+        about = alert.subject
+    return f"{about} ({alert.experiment.name})" if alert.experiment is not None else about
+
+
+def _headline(alert: Alert, state: str) -> str:
+    kind = AlertKind(alert.kind).label if alert.kind in AlertKind.values else alert.kind
+    return _one_line(f"[{state.upper()}] {kind}, {alert.challenge.slug}: {alert_subject(alert=alert)}")
+
+
+def slack_payload(*, alert: Alert, state: str | None = None) -> dict[str, str]:
+    """The body Slack and Mattermost incoming webhooks take: one line with the state, kind, subject, message and
+    the link to the now board."""
+    state = state or alert.state
+    return {"text": f"{_headline(alert, state)}: {_one_line(alert.message)} {alert_now_url(alert=alert)}"}
+
+
+def _mail(alert: Alert, state: str) -> tuple[str, str]:
+    """The subject and plain-text body of an alert's e-mail."""
+    payload = alert_payload(alert=alert, state=state)["alert"]
+    lines = [alert.message, ""]
+    for label, key in (("Started", "started_at"), ("Resolved", "resolved_at"), ("Value", "value")):
+        if payload[key] is not None:
+            lines.append(f"{label}: {payload[key]}")
+    if payload["threshold"] is not None:
+        lines.append(f"Threshold: {payload['threshold']}")
+    lines += ["", f"Now board: {payload['url']}", "", f"Alert {alert.pk}, {alert.kind}, {alert.subject}"]
+    return _headline(alert, state)[:200], "\n".join(lines)
+
+
+def _send_after_commit(delivery_id: int) -> None:
+    current_app.signature(DELIVERY_SEND_TASK, args=(delivery_id,)).apply_async()
+
+
+def alert_deliveries_create(*, alert: Alert) -> list[AlertDelivery]:
+    """Make the deliveries of the alert's current state: one for every active subscription that takes it and whose
+    creator may read it, none while the alert is silenced. Each alert, subscription and state is delivered once:
+    calling this again (every evaluation may) makes only the deliveries still missing. Returns the new deliveries;
+    their task is sent once the transaction commits."""
+    if alert.silenced_until is not None and alert.silenced_until > timezone.now():
+        return []
+    made: list[AlertDelivery] = []
+    reads: dict[int | None, bool] = {}  # by creator: one look at the access policy each
+    for subscription in subscriptions_matching(alert=alert):
+        creator = subscription.created_by_id
+        if creator not in reads:
+            reads[creator] = subscription_reads_alert(subscription=subscription, alert=alert)
+        if not reads[creator]:
+            continue
+        delivery, created = AlertDelivery.objects.get_or_create(
+            alert=alert, subscription=subscription, alert_state=alert.state
+        )
+        if created:
+            made.append(delivery)
+            transaction.on_commit(functools.partial(_send_after_commit, delivery.pk))
+    return made
+
+
+def _deliver(delivery: AlertDelivery) -> tuple[int | None, str | None]:
+    """Send once: the response code (webhooks) and the error, None when delivered. Raises DeliveryFailed when
+    sending again cannot help."""
+    subscription, alert, state = delivery.subscription, delivery.alert, delivery.alert_state
+    if not subscription.active:
+        raise DeliveryFailed("the subscription was switched off before this was sent", final=True)
+    if subscription.email:
+        subject, body = _mail(alert, state)
+        try:
+            send_mail(subject, body, None, [subscription.email], fail_silently=False)
+        except (OSError, ValueError, smtplib.SMTPException) as exc:
+            return None, f"e-mail not sent: {exc}"
+        return None, None
+    payload = slack_payload(alert=alert, state=state) if subscription.format == DeliveryFormat.SLACK else None
+    document = json.dumps(payload or alert_payload(alert=alert, state=state)).encode()
+    try:
+        answer = webhook_post(url=subscription.url, body=document)
+    except WebhookRefused as exc:
+        raise DeliveryFailed(str(exc), final=True) from exc
+    except TimeoutError:
+        return None, f"no answer within {TIMEOUT:g} s"
+    except (OSError, http.client.HTTPException) as exc:
+        return None, f"the webhook could not be reached: {str(exc) or type(exc).__name__}"
+    if 200 <= answer.status < 300:
+        return answer.status, None
+    return answer.status, f"HTTP {answer.status}: {answer.body}".strip()
+
+
+def delivery_attempt(*, delivery_id: int, last_try: bool = False) -> AlertDelivery | None:
+    """Try to send one delivery, recording the attempt, the response code, the error and the outcome: sent (a 2xx,
+    or the e-mail handed to the mail server), or still pending to be tried again; failed when `last_try` or when
+    trying again cannot help. Raises DeliveryFailed when it was not delivered. A delivery already sent or failed
+    is not sent again, nor one another worker is sending (its row is locked while it is sent); those return
+    as they are (None for one that is gone or busy)."""
+    with transaction.atomic():
+        delivery = (
+            AlertDelivery.objects.select_for_update(of=("self",), skip_locked=True)
+            .select_related(
+                "subscription",
+                "alert__challenge",
+                "alert__activity",
+                "alert__experiment",
+                "alert__site",
+                "alert__link_source",
+                "alert__link_destination",
+            )
+            .filter(pk=delivery_id)
+            .first()
+        )
+        if delivery is None or delivery.status != DeliveryStatus.PENDING:
+            return delivery
+        final = False
+        try:
+            delivery.response_code, error = _deliver(delivery)
+        except DeliveryFailed as exc:
+            delivery.response_code, error, final = None, str(exc), exc.final
+        delivery.attempts += 1
+        delivery.error = error or ""
+        if error is None:
+            delivery.status, delivery.sent_at = DeliveryStatus.SENT, timezone.now()
+        elif final or last_try:
+            delivery.status = DeliveryStatus.FAILED
+        delivery.save(update_fields=["attempts", "response_code", "error", "status", "sent_at"])
+    if error is not None:
+        raise DeliveryFailed(error, final=final)
+    return delivery
+
+
+def delivery_give_up(*, delivery_id: int, error: str) -> None:
+    """Mark a pending delivery failed with the error, when its last try ended without an outcome recorded (the
+    task's time ran out)."""
+    AlertDelivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING).update(
+        status=DeliveryStatus.FAILED, error=error
+    )
+
+
+RESEND_PENDING_AFTER = timedelta(minutes=30)  # past every retry's backoff: a pending delivery that old lost its task
+
+
+def deliveries_resend(*, now: datetime | None = None) -> int:
+    """Send again the deliveries still pending long after they were made (their task was lost with a broker's data,
+    or its worker died): beat's part, every minute. Sending twice is harmless: an attempt takes the row's lock and
+    skips what is no longer pending."""
+    moment = now or timezone.now()
+    stale = list(
+        AlertDelivery.objects.filter(
+            status=DeliveryStatus.PENDING, created_at__lt=moment - RESEND_PENDING_AFTER
+        ).values_list("pk", flat=True)[:500]
+    )
+    for delivery_id in stale:
+        transaction.on_commit(functools.partial(_send_after_commit, delivery_id))
+    return len(stale)

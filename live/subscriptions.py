@@ -1,0 +1,159 @@
+"""Who subscribed to which alerts: the subscriptions a user sees and manages, the ones an alert goes to, and saving
+them within the access policy (a DDM service subscribes to its own experiment's alerts only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from challenges.models import Challenge
+from sites.models import Experiment, Site
+from sites.roles import user_is_coordinator, visible_experiment_ids
+
+from .models import Alert, AlertDelivery, AlertSubscription
+from .webhooks import webhook_url_problem
+
+# The fields a subscription is saved with (the services' `fields`).
+FIELDS = ("name", "url", "email", "format", "challenge", "experiments", "sites", "kinds", "active")
+
+
+def subscriptions_visible_to(*, user: Any) -> QuerySet[AlertSubscription]:
+    """The subscriptions the user sees and manages: every one for a coordinator, their own for anyone else."""
+    queryset = AlertSubscription.objects.select_related("challenge", "created_by").prefetch_related(
+        "experiments", "sites"
+    )
+    return queryset if user_is_coordinator(user=user) else queryset.filter(created_by=user)
+
+
+def deliveries_visible_to(*, user: Any) -> QuerySet[AlertDelivery]:
+    """The deliveries the user may read: those of alerts the access policy lets them read and, for anyone but a
+    coordinator, only to their own subscriptions (another's webhook answers are theirs)."""
+    queryset = AlertDelivery.objects.select_related("subscription").filter(
+        alert__in=Alert.objects.restrict(user, "view")
+    )
+    return queryset if user_is_coordinator(user=user) else queryset.filter(subscription__created_by=user)
+
+
+def challenges_readable_by(*, user: Any) -> QuerySet[Challenge]:
+    """The challenges whose plans the user reads (the challenges API's rule: a DDM service reads those with an
+    activity of its experiment)."""
+    visible = visible_experiment_ids(user)
+    if visible is None:
+        return Challenge.objects.all()
+    return Challenge.objects.filter(activities__experiment_id__in=visible).distinct()
+
+
+def subscriptions_matching(*, alert: Alert) -> QuerySet[AlertSubscription]:
+    """The active subscriptions whose challenge, experiments, sites and kinds take the alert (an empty list takes
+    everything; sites take the alert's site or either end of its link). Who may read it is not decided here."""
+    experiments = AlertSubscription.experiments.through.objects.filter(alertsubscription_id=OuterRef("pk"))
+    sites = AlertSubscription.sites.through.objects.filter(alertsubscription_id=OuterRef("pk"))
+    takes_experiment: Any = ~Exists(experiments)
+    if alert.experiment_id is not None:
+        takes_experiment |= Exists(experiments.filter(experiment_id=alert.experiment_id))
+    site_ids = [site_id for site_id in (alert.site_id, alert.link_source_id, alert.link_destination_id) if site_id]
+    return (
+        AlertSubscription.objects.filter(active=True)
+        .filter(Q(challenge__isnull=True) | Q(challenge_id=alert.challenge_id))
+        .filter(Q(kinds=[]) | Q(kinds__contains=[alert.kind]))
+        .filter(takes_experiment)
+        .filter(~Exists(sites) | Exists(sites.filter(site_id__in=site_ids)))
+        .select_related("created_by")
+        .order_by("id")
+    )
+
+
+def subscription_reads_alert(*, subscription: AlertSubscription, alert: Alert) -> bool:
+    """Whether the subscription's creator may read the alert under the access policy. A subscription nobody
+    created (made in the admin) is a coordinator's; a deactivated creator's gets nothing."""
+    creator = subscription.created_by
+    if creator is None:
+        return True
+    if not creator.is_active:
+        return False
+    return bool(Alert.objects.restrict(creator, "view").filter(pk=alert.pk).exists())
+
+
+def _scope_problems(*, user: Any, fields: dict[str, Any]) -> None:
+    """Refuse (PermissionDenied) experiments the user may not read; a challenge they may not read is unknown."""
+    if user_is_coordinator(user=user):
+        return
+    visible = visible_experiment_ids(user)
+    if visible is None:
+        return
+    hidden = sorted(experiment.name for experiment in fields.get("experiments") or [] if experiment.pk not in visible)
+    if hidden:
+        readable = ", ".join(Experiment.objects.filter(pk__in=visible).order_by("name").values_list("name", flat=True))
+        raise PermissionDenied(
+            f"experiments: you may not subscribe to the alerts of {', '.join(hidden)}: your role reads those of "
+            f"{readable or 'no experiment'} only"
+        )
+    challenge = fields.get("challenge")
+    if challenge is not None and not challenges_readable_by(user=user).filter(pk=challenge.pk).exists():
+        raise ValidationError({"challenge": f"no challenge {challenge.slug!r}"})
+
+
+def _delivery_problems(*, url: str, email: str) -> None:
+    """Exactly one place to deliver to, and a webhook the portal may post to."""
+    if url and email:
+        raise ValidationError(
+            {"email": "give a webhook url or an e-mail address, not both (set the other to an empty string)"}
+        )
+    if not url and not email:
+        raise ValidationError({"url": "give a webhook url or an e-mail address"})
+    if url and (problem := webhook_url_problem(url)):
+        raise ValidationError({"url": problem})
+
+
+@transaction.atomic
+def subscription_create(*, user: Any, fields: dict[str, Any]) -> AlertSubscription:
+    """Subscribe `user` to alerts: `fields` as in FIELDS (challenge an object or None, experiments and sites lists
+    of objects; empty lists take all). Raises ValidationError by field (no or two places to deliver to, a refused
+    webhook) and PermissionDenied for experiments the user may not read."""
+    _scope_problems(user=user, fields=fields)
+    _delivery_problems(url=fields.get("url", ""), email=fields.get("email", ""))
+    simple = {name: fields[name] for name in FIELDS if name in fields and name not in ("experiments", "sites")}
+    subscription = AlertSubscription.objects.create(created_by=user if user.is_authenticated else None, **simple)
+    subscription.experiments.set(fields.get("experiments") or [])
+    subscription.sites.set(fields.get("sites") or [])
+    return subscription
+
+
+@transaction.atomic
+def subscription_update(*, subscription: AlertSubscription, user: Any, fields: dict[str, Any]) -> AlertSubscription:
+    """Change the given fields of a subscription (by its creator or a coordinator), with the checks of
+    subscription_create; a webhook URL is checked again whenever it is given."""
+    _scope_problems(user=user, fields=fields)
+    url = fields.get("url", subscription.url)
+    email = fields.get("email", subscription.email)
+    if "url" in fields or "email" in fields:
+        _delivery_problems(url=url, email=email)
+    for name in FIELDS:
+        if name in fields and name not in ("experiments", "sites"):
+            setattr(subscription, name, fields[name])
+    subscription.save()
+    if "experiments" in fields:
+        subscription.experiments.set(fields["experiments"])
+    if "sites" in fields:
+        subscription.sites.set(fields["sites"])
+    return subscription
+
+
+def experiments_named(names: list[str]) -> tuple[list[Experiment], list[str]]:
+    """The experiments of these names (ignoring case, as FTS and Rucio do) and the names that are none."""
+    if not names:
+        return [], []
+    condition = Q()
+    for name in names:
+        condition |= Q(name__iexact=name)
+    found = {experiment.name.lower(): experiment for experiment in Experiment.objects.filter(condition)}
+    return list(found.values()), [name for name in names if name.lower() not in found]
+
+
+def sites_named(names: list[str]) -> tuple[list[Site], list[str]]:
+    """The sites of these names (exactly) and the names that are none."""
+    found = {site.name: site for site in Site.objects.filter(name__in=names)}
+    return list(found.values()), [name for name in names if name not in found]

@@ -1,0 +1,80 @@
+"""A target while its window runs: what it still needs and where it is heading (the now board's and the results
+table's live verdict). Definitions, also on "About these numbers":
+
+- window = [A, B), at = now (the board's minute); elapsed = at - A, remaining = B - at, both in seconds;
+- volume = bytes of the target's flow inside [A, at) (so far);
+- required rate = (target rate x (B - A) - volume) / remaining: what the rest of the window must average;
+- projected average = (volume + last hour's rate x remaining) / (B - A): the window's average if the last hour's
+  rate holds to the end;
+- verdict: "not started" before A; "met" once the volume alone reaches target rate x (B - A); "on track" when the
+  projection reaches the target; "at risk" when it reaches at_risk_fraction of it (default 0.8); "will miss" below;
+  "ended" after B (then the final verdict of the results table stands beside it).
+Rates are bytes per second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+NOT_STARTED, MET, ON_TRACK, AT_RISK, WILL_MISS = "not started", "met", "on track", "at risk", "will miss"
+ENDED = "ended"
+# Worst first, for the now board's order.
+VERDICT_ORDER = {WILL_MISS: 0, AT_RISK: 1, ON_TRACK: 2, MET: 3, NOT_STARTED: 4, ENDED: 5}
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Where a target stands at `at`: the verdict and the two rates behind it (None where they mean nothing)."""
+
+    verdict: str
+    required_rate: float | None
+    projected_average_rate: float | None
+
+
+def target_projection(
+    *,
+    target_rate: float,
+    start: datetime,
+    end: datetime,
+    at: datetime,
+    volume: float,
+    last_hour_rate: float,
+    at_risk_fraction: float = 0.8,
+) -> Projection:
+    """The live verdict of a target of `target_rate` over [start, end) at `at`, from its volume so far and the last
+    hour's rate (see the module's definitions)."""
+    if at < start:
+        return Projection(NOT_STARTED, None, None)
+    window = (end - start).total_seconds()
+    if at >= end or window <= 0:
+        return Projection(ENDED, None, volume / window if window > 0 else None)
+    remaining = (end - at).total_seconds()
+    needed = target_rate * window
+    required = max(needed - volume, 0.0) / remaining
+    projected = (volume + last_hour_rate * remaining) / window
+    if volume >= needed:
+        verdict = MET
+    elif projected >= target_rate:
+        verdict = ON_TRACK
+    elif projected >= at_risk_fraction * target_rate:
+        verdict = AT_RISK
+    else:
+        verdict = WILL_MISS
+    return Projection(verdict, required, projected)
+
+
+@dataclass(frozen=True)
+class SoFar:
+    """A target of the results table whose window has not ended, at the minute `at`: its numbers so far (over the
+    elapsed part of its window) and its live verdict, never "missed" before the end."""
+
+    at: datetime
+    elapsed_seconds: float
+    volume: float
+    last_hour_rate: float
+    projection: Projection
+
+    @property
+    def average_rate(self) -> float:
+        return self.volume / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0

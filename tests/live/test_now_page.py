@@ -1,0 +1,81 @@
+"""The now board's page: worst first with a sparkline, its board alone for HTMX's refresh, the alerts' buttons
+(not for viewers), linked from the home page while the challenge runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from live.alerts import alerts_evaluate
+from live.models import Alert
+from sites.roles import membership_grant
+from tests.live.scenario import Scenario, scenario_make
+from tests.sites.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def live() -> Scenario:
+    scenario = scenario_make()
+    alerts_evaluate(challenge=scenario.challenge, at=scenario.at)
+    return scenario
+
+
+def logged_in(role: str) -> Client:
+    user = UserFactory(username=f"{role}-page")
+    membership_grant(user=user, role=role)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_page_shows_the_targets_worst_first_with_a_sparkline_each(live: Scenario) -> None:
+    page = logged_in("coordinator").get("/challenges/live/now/").content.decode()
+    assert page.index("will miss") < page.index("on track") < page.index(">met<")
+    assert page.count('<svg class="spark"') == 3
+    assert 'hx-trigger="every 30s"' in page and "<html" in page
+    assert "LIVE-A → LIVE-C" in page and "throughput dropped to 200 kB/s" in page
+
+
+def test_htmx_gets_the_board_alone(live: Scenario) -> None:
+    board = logged_in("viewer").get("/challenges/live/now/", HTTP_HX_REQUEST="true").content.decode()
+    assert board.strip().startswith('<div id="now-board"') and "<html" not in board
+
+
+def test_a_coordinator_acknowledges_and_silences_from_the_page(live: Scenario) -> None:
+    client = logged_in("coordinator")
+    alert = Alert.objects.get(kind="no_traffic")
+    client.post(f"/challenges/live/now/alerts/{alert.pk}/acknowledge/")
+    client.post(f"/challenges/live/now/alerts/{alert.pk}/silence/", {"hours": "4"})
+    alert.refresh_from_db()
+    assert alert.acknowledged_by.username == "coordinator-page" and alert.silenced_until is not None  # type: ignore[union-attr]
+    page = client.get("/challenges/live/now/").content.decode()
+    assert "acknowledged by coordinator-page" in page and "silenced until" in page
+
+
+def test_a_viewer_may_not_acknowledge(live: Scenario) -> None:
+    alert = Alert.objects.get(kind="no_traffic")
+    response = logged_in("viewer").post(f"/challenges/live/now/alerts/{alert.pk}/acknowledge/", follow=True)
+    assert "Viewers read alerts" in response.content.decode()
+    alert.refresh_from_db()
+    assert alert.acknowledged_by is None
+
+
+def test_a_silence_of_a_made_up_length_is_refused(live: Scenario) -> None:
+    alert = Alert.objects.get(kind="no_traffic")
+    logged_in("coordinator").post(f"/challenges/live/now/alerts/{alert.pk}/silence/", {"hours": "9999"})
+    alert.refresh_from_db()
+    assert alert.silenced_until is None
+
+
+def test_the_home_page_links_the_running_challenge_to_its_now_board(live: Scenario) -> None:
+    assert 'href="/challenges/live/now/"' in logged_in("viewer").get("/").content.decode()
+
+
+def test_visitors_are_sent_to_log_in(live: Scenario, settings: Any) -> None:
+    settings.ANONYMOUS_READ = False
+    response = Client().get("/challenges/live/now/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
