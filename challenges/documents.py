@@ -24,6 +24,7 @@ from sites.models import Experiment, Site
 from . import validation
 from .choices import ActivityKind, CopyMode
 from .models import ACTIVITY_PLAN_FIELDS, Challenge, Target
+from .thresholds import thresholds_problems
 
 DOCUMENT_KEYS = (
     "name",
@@ -34,6 +35,7 @@ DOCUMENT_KEYS = (
     "stable_window",
     "description",
     "compare_with",
+    "alerts",
     "activities",
 )
 DOCUMENT_REQUIRED_KEYS = ("name", "slug", "start", "end", "activities")
@@ -116,6 +118,7 @@ class ParsedPlan:
     description: str = ""
     compare_with: Challenge | None = None
     activities: list[ActivityEntry] = field(default_factory=list)
+    alert_thresholds: dict[str, float] = field(default_factory=dict)
 
 
 def plan_document_load(*, text: str | bytes, content_type: str | None = None) -> dict[str, Any]:
@@ -326,6 +329,9 @@ class _Validator:
         if description is not None and not isinstance(description, str):
             self.add("description", f"must be a string, not {_type_name(description)}")
         compare_with = self._compare_with_check(document, slug)
+        alerts = document.get("alerts", {})
+        for problem in thresholds_problems(alerts):
+            self.add("alerts", problem)
         usable_window = start is not None and end is not None and end > start
         bounds = (start, end) if usable_window else _UNBOUNDED
         activities = self._activities(document, bounds)  # type: ignore[arg-type]  # bounds are set when usable
@@ -341,6 +347,7 @@ class _Validator:
             description=description or "",
             compare_with=compare_with,
             activities=activities,
+            alert_thresholds=dict(alerts),
         )
 
     def _slug(self, document: dict[Any, Any]) -> str | None:

@@ -35,7 +35,7 @@ class Challenge(models.Model):
     alert_thresholds = models.JSONField(
         default=dict,
         blank=True,
-        help_text="the live alerts' thresholds where they differ from the defaults (live.thresholds): "
+        help_text="the live alerts' thresholds where they differ from the defaults (challenges.thresholds): "
         "at_risk_fraction, drop_fraction, ...",
     )
 

@@ -17,7 +17,16 @@ from .documents import ActivityEntry, ParsedPlan, TargetEntry, plan_document_val
 from .models import ACTIVITY_PLAN_FIELDS, Activity, Challenge, Target
 from .signals import plan_changed
 
-CHALLENGE_FIELDS = ("name", "start", "end", "max_window", "stable_window", "description", "compare_with")
+CHALLENGE_FIELDS = (
+    "name",
+    "start",
+    "end",
+    "max_window",
+    "stable_window",
+    "description",
+    "compare_with",
+    "alert_thresholds",
+)
 ACTIVITY_FIELDS = ACTIVITY_PLAN_FIELDS
 TARGET_FIELDS = ("rate", "nominal_rate", "factors")
 ACTIVITY_OPTIONAL_FIELDS = ("file_size", "file_count", "concurrency")
@@ -98,6 +107,8 @@ def plan_export(*, challenge: Challenge) -> dict[str, Any]:
     }
     if challenge.description:
         document["description"] = challenge.description
+    if challenge.alert_thresholds:
+        document["alerts"] = dict(challenge.alert_thresholds)
     if challenge.compare_with_id is not None:
         document["compare_with"] = (
             Challenge.objects.filter(pk=challenge.compare_with_id).values_list("slug", flat=True).first()

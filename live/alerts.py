@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import Q, Sum
 
 from challenges.models import Challenge, Target
+from challenges.thresholds import Thresholds, challenge_thresholds
 from common.locks import advisory_lock
 from common.units import percent_text, rate_text
 from results.models import RateRollup
@@ -33,7 +34,6 @@ from sites.models import Site
 from .choices import AlertKind, AlertState
 from .models import Alert
 from .now import TargetNow, board_minute, sources_now, targets_now
-from .thresholds import Thresholds, challenge_thresholds
 
 
 @dataclass

@@ -17,14 +17,13 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from challenges.models import Challenge, Target
+from challenges.thresholds import Thresholds, challenge_thresholds
 from results.choices import Origin
 from results.models import RateRollup, TransferRecord
 from results.projection import ENDED, VERDICT_ORDER, target_projection
 from results.rates import flows_series, rates_for_targets
 from results.rollups import minute_floor
 from sites.models import Experiment, Site
-
-from .thresholds import Thresholds, challenge_thresholds
 
 TREND_HOURS = 6
 TREND_BUCKET_MINUTES = 10

@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             field=models.JSONField(
                 blank=True,
                 default=dict,
-                help_text="the live alerts' thresholds where they differ from the defaults (live.thresholds): at_risk_fraction, drop_fraction, ...",
+                help_text="the live alerts' thresholds where they differ from the defaults (challenges.thresholds): at_risk_fraction, drop_fraction, ...",
             ),
         ),
     ]

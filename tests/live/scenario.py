@@ -64,6 +64,8 @@ def scenario_make(*, now: datetime | None = None, hours: float = 2) -> Scenario:
     at = board_minute(now)
     atlas = Experiment.objects.get_or_create(name="ATLAS")[0]
     made = {name: site_with_door(name) for name in "ABCD"}
+    for site, _ in made.values():
+        site.experiments.add(atlas)
     sites = {name: site for name, (site, _) in made.items()}
     doors = {name: url for name, (_, url) in made.items()}
     challenge = Challenge.objects.create(

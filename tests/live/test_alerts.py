@@ -159,3 +159,22 @@ def test_the_alerts_api_lists_open_alerts_and_takes_acknowledge_and_silence(live
     assert viewer.post(f"/api/v1/alerts/{one}/acknowledge/").status_code == 403
     assert coordinator.get("/api/v1/alerts/", {"state": "shut"}).status_code == 400
     assert coordinator.get("/api/v1/alerts/", {"challenge": "nope"}).status_code == 400
+
+
+def test_a_plan_sets_its_own_thresholds_and_a_bad_one_is_refused_by_name(live: Scenario) -> None:
+    from challenges.plan import plan_export, plan_import
+
+    document = plan_export(challenge=live.challenge)
+    document["alerts"] = {"at_risk_fraction": 0.4}
+    plan_import(document=document)
+    live.challenge.refresh_from_db()
+    assert live.challenge.alert_thresholds == {"at_risk_fraction": 0.4}
+    assert plan_export(challenge=live.challenge)["alerts"] == {"at_risk_fraction": 0.4}
+    alerts_evaluate(challenge=live.challenge, at=live.at)
+    # 1 MB/s projected against 2 MB/s is half the target: with 0.4 it is "at risk", not "will miss".
+    assert "at risk" in Alert.objects.get(kind="target_at_risk").message
+    document["alerts"] = {"at_risk_fraction": 3, "loudness": 11}
+    with pytest.raises(Exception) as refused:
+        plan_import(document=document)
+    text = str(getattr(refused.value, "problems", refused.value))
+    assert "at_risk_fraction must be between 0 and 1" in text and "unknown alert threshold 'loudness'" in text

@@ -1,12 +1,13 @@
-"""The live alerts' thresholds: the defaults (the perfSONAR / AAAS practice for drops), and a challenge's own where
-its plan document sets them (`alerts:` in the plan; stored in Challenge.alert_thresholds)."""
+"""The live alerts' thresholds (live/alerts.py reads them): the defaults (the perfSONAR / AAAS practice for drops),
+and a challenge's own where its plan document sets them (`alerts:` in the plan; stored in
+Challenge.alert_thresholds). Kept with the plan, which checks them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any
 
-from challenges.models import Challenge
+from .models import Challenge
 
 
 @dataclass(frozen=True)
