@@ -58,7 +58,7 @@ SELECT e.id, src.id, dst.id, 5000000000, s.start, s.start + s.duration,
        'fts', 'bench-' || s.i, '', '', '', '', '', 1, ''
 FROM (
     SELECT i, i %% 3 AS x,
-           timestamptz '2022-03-07 00:00+00' + random() * interval '21 days' AS start,
+           %(start)s::timestamptz + random() * %(span)s::interval AS start,
            interval '30 seconds' + random() * interval '570 seconds' AS duration,
            CASE WHEN i %% 10 < 8 THEN 0 ELSE 1 + (i / 10) %% 9 END AS src_index,
            1 + ((i / 3) %% 6 + (i %% 3) * 3) %% 9 AS dst_index
@@ -71,8 +71,10 @@ WHERE src.id <> dst.id
 """
 
 
-def build(*, records: int, name: str) -> tuple[Any, int, float, int, float]:
-    """A fresh challenge of `records` generated records: (challenge, stored, generation s, rollup rows, build s)."""
+def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, float, int, float]:
+    """A fresh challenge of `records` generated records: (challenge, stored, generation s, rollup rows, build s).
+    `live`: the challenge runs now (it began 10 days ago: its first week has ended, its second runs, its third is
+    to come) and the records fill the 10 days up to now."""
     from datetime import UTC, datetime, timedelta
 
     from django.db import connection
@@ -99,6 +101,8 @@ def build(*, records: int, name: str) -> tuple[Any, int, float, int, float]:
     for site in sites:
         site.experiments.set(experiments)
     start = datetime(2022, 3, 7, tzinfo=UTC)
+    if live:
+        start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(days=10)
     challenge = Challenge.objects.create(name=name, slug="bench", start=start, end=start + timedelta(days=21))
     for index, experiment in enumerate(experiments):
         for week in range(3):
@@ -117,7 +121,8 @@ def build(*, records: int, name: str) -> tuple[Any, int, float, int, float]:
 
     began = time.perf_counter()
     with connection.cursor() as cursor:
-        cursor.execute(GENERATE, {"records": records})
+        span = timedelta(days=10) if live else timedelta(days=21)
+        cursor.execute(GENERATE, {"records": records, "start": start, "span": span})
         stored = cursor.rowcount
         cursor.execute("ANALYZE results_transferrecord")
     generated = time.perf_counter() - began
@@ -140,6 +145,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="API calls for the median")
     parser.add_argument("--database", help="the bench's database (default: <DATABASE_URL's name>_bench)")
     parser.add_argument(
+        "--now",
+        action="store_true",
+        help="a challenge running now (begun 10 days ago) instead of 2022's; also times the now board and the alerts",
+    )
+    parser.add_argument(
         "--reuse",
         action="store_true",
         help="keep the challenge, records and rollups a previous run left in the database (same --records); "
@@ -161,7 +171,7 @@ def main() -> None:
     from results.models import RateRollup, TransferRecord
 
     call_command("migrate", verbosity=0)
-    name = f"Bench 2022, {args.records} records"
+    name = f"Bench {'now' if args.now else 2022}, {args.records} records"
     challenge = Challenge.objects.filter(slug="bench", name=name).first() if args.reuse else None
     if challenge is not None and TransferRecord.objects.exists():
         stored = TransferRecord.objects.count()
@@ -170,7 +180,7 @@ def main() -> None:
         print(f"rollup rows:               {rows:,}")
         print("rollup build:              not timed (reused)")
     else:
-        challenge, stored, generated, rows, built = build(records=args.records, name=name)
+        challenge, stored, generated, rows, built = build(records=args.records, name=name, live=args.now)
         print(f"records stored:            {stored:,} (generated in {generated:.1f} s)")
         print(f"rollup rows:               {rows:,}")
         print(f"rollup build:              {built:.1f} s (rebuild of the rollups, with VACUUM ANALYZE)", flush=True)
@@ -242,6 +252,17 @@ def main() -> None:
     report(f"rates API, {targets} targets, warm", timed(api_call, cold=False))
     report("matrix (the page's JSON export), cold", timed(matrix_call, cold=True))
     report("matrix (the page's JSON export), warm", timed(matrix_call, cold=False))
+    if args.now:
+        from live.alerts import alerts_evaluate
+
+        def now_call() -> None:
+            response = client.get("/api/v1/challenges/bench/now/")
+            assert response.status_code == 200, response.content[:300]
+            assert len(response.json()["targets"]) == targets
+
+        report(f"now board API, {targets} targets, cold (goal < 300 ms)", timed(now_call, cold=True))
+        report(f"now board API, {targets} targets, warm", timed(now_call, cold=False))
+        report("alerts evaluation of the challenge", timed(lambda: alerts_evaluate(challenge=challenge), cold=True))
     print(f"load average after timing:  {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     connection.close()
 

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 import stomp
 import stomp.exception
+from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections
 from django.db import connection as db_connection
 
@@ -63,6 +64,37 @@ class _Delivery:
     ack_id: str
     body: bytes
     generation: int
+    received_at: float = field(default_factory=time.time)
+
+
+STATUS_KEY = "ingest:consumer:{format}"
+STATUS_EVERY = 5.0  # seconds between two status writes of an idle consumer
+STATUS_FRESH = 60.0  # a status older than this: no consumer runs
+
+
+def consumer_status_write(*, format: str, destination: str, lag_seconds: float, waiting: int) -> None:
+    """The consumer's word to the now board (in the cache): how long the oldest message it stored last had waited
+    since it arrived, and how many are waiting. Never fails the consumer: the cache only informs."""
+    try:
+        cache.set(
+            STATUS_KEY.format(format=format),
+            {"at": time.time(), "destination": destination, "lag_seconds": lag_seconds, "waiting": waiting},
+            timeout=int(STATUS_FRESH * 10),
+        )
+    except Exception as exc:  # Redis away a moment: the next status tells
+        log.debug("consumer status not written: %s", exc)
+
+
+def consumer_lag(*, format: str) -> float | None:
+    """Seconds the messages of the consumer of `format` wait before they are stored; None when none runs (no
+    status in the last minute)."""
+    try:
+        status = cache.get(STATUS_KEY.format(format=format))
+    except Exception:
+        return None
+    if not status or time.time() - float(status.get("at", 0)) > STATUS_FRESH:
+        return None
+    return float(status.get("lag_seconds", 0.0))
 
 
 class _Listener(stomp.ConnectionListener):
@@ -166,8 +198,18 @@ class StompConsumer:
         self, connection: stomp.Connection, listener: _Listener, until: Callable[[ConsumerStats], bool] | None
     ) -> None:
         generation = listener.generation
+        status_at = 0.0
         while not self.stopping.is_set():
             batch = self._take(generation, listener)
+            if batch or time.monotonic() - status_at > STATUS_EVERY:
+                lag = time.time() - min(delivery.received_at for delivery in batch) if batch else 0.0
+                consumer_status_write(
+                    format=self.config.format,
+                    destination=self.config.destination,
+                    lag_seconds=lag,
+                    waiting=self._deliveries.qsize(),
+                )
+                status_at = time.monotonic()
             if batch:
                 try:
                     self._store(connection, batch)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from challenges.models import Challenge, Target
 from challenges.thresholds import Thresholds, challenge_thresholds
+from ingest.consumer import consumer_lag
 from results.choices import Origin
 from results.models import RateRollup, TransferRecord
 from results.projection import ENDED, VERDICT_ORDER, target_projection
@@ -196,7 +197,7 @@ def sources_now(*, challenge: Challenge, at: datetime, visible: set[int] | None)
                 "latest_record_end": latest,
                 "age_seconds": max((at - latest).total_seconds(), 0.0) if latest else None,
                 "records_last_hour": row["last_hour"] if row else 0,
-                "consumer_lag_seconds": None,
+                "consumer_lag_seconds": consumer_lag(format=name) if name != "runs" else None,
             }
         )
     return result

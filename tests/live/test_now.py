@@ -125,3 +125,18 @@ def test_a_ddm_token_of_another_experiment_finds_no_such_challenge(live: Scenari
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.get(f"/api/v1/challenges/{live.challenge.slug}/now/").status_code == 404
     assert APIClient().get(f"/api/v1/challenges/{live.challenge.slug}/now/").status_code in (401, 403)
+
+
+def test_a_running_consumer_says_its_lag_and_none_says_nothing(live: Scenario, coordinator: Any) -> None:
+    from django.core.cache import cache
+
+    from ingest.consumer import STATUS_KEY, consumer_status_write
+
+    cache.delete_many([STATUS_KEY.format(format=name) for name in ("fts", "rucio", "perfsonar")])
+    consumer_status_write(
+        format="fts", destination="/topic/transfer.fts_monitoring_complete", lag_seconds=2.5, waiting=3
+    )
+    sources = {s["source"]: s for s in now_board(challenge=live.challenge, user=coordinator, at=live.at)["sources"]}
+    assert sources["fts"]["consumer_lag_seconds"] == 2.5
+    assert sources["rucio"]["consumer_lag_seconds"] is None  # no consumer of Rucio's messages runs
+    cache.delete(STATUS_KEY.format(format="fts"))
