@@ -28,3 +28,31 @@ def alerts_visible(*, user: Any, challenge: Challenge | None = None, state: str 
     if state:
         alerts = alerts.filter(state=state)
     return alerts.order_by("-started_at", "-id")
+
+
+def alert_marks(*, target: Any, user: Any, start: Any, end: Any) -> list[Any]:
+    """The alerts of a target (its own, and those of its link or site) that `user` may read and that overlap
+    [start, end), as marks on its rate plot (results.markers)."""
+    from django.db.models import Q
+
+    from results.markers import PlotMark
+
+    about = Q(target=target)
+    if target.is_link:
+        about |= Q(link_source_id=target.link_from_id, link_destination_id=target.link_to_id, target__isnull=True)
+    else:
+        about |= Q(site_id=target.site_id, target__isnull=True)
+    alerts = (
+        Alert.objects.restrict(user, "view")
+        .filter(about, challenge_id=target.activity.challenge_id, started_at__lt=end)
+        .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=start))
+        .order_by("started_at")
+    )
+    return [
+        PlotMark(
+            start=alert.started_at,
+            end=alert.resolved_at,
+            label=f"{alert.get_kind_display()}{' (resolved)' if alert.resolved_at else ''}: {alert.message}",
+        )
+        for alert in alerts[:100]
+    ]

@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from challenges.models import Challenge
+from challenges.selectors import challenges_visible
 from sites.models import Experiment, Site
 from sites.roles import user_is_coordinator, visible_experiment_ids
 
@@ -35,15 +35,6 @@ def deliveries_visible_to(*, user: Any) -> QuerySet[AlertDelivery]:
         alert__in=Alert.objects.restrict(user, "view")
     )
     return queryset if user_is_coordinator(user=user) else queryset.filter(subscription__created_by=user)
-
-
-def challenges_readable_by(*, user: Any) -> QuerySet[Challenge]:
-    """The challenges whose plans the user reads (the challenges API's rule: a DDM service reads those with an
-    activity of its experiment)."""
-    visible = visible_experiment_ids(user)
-    if visible is None:
-        return Challenge.objects.all()
-    return Challenge.objects.filter(activities__experiment_id__in=visible).distinct()
 
 
 def subscriptions_matching(*, alert: Alert) -> QuerySet[AlertSubscription]:
@@ -92,7 +83,7 @@ def _scope_problems(*, user: Any, fields: dict[str, Any]) -> None:
             f"{readable or 'no experiment'} only"
         )
     challenge = fields.get("challenge")
-    if challenge is not None and not challenges_readable_by(user=user).filter(pk=challenge.pk).exists():
+    if challenge is not None and not challenges_visible(user=user).filter(pk=challenge.pk).exists():
         raise ValidationError({"challenge": f"no challenge {challenge.slug!r}"})
 
 

@@ -8,9 +8,11 @@ from typing import Any
 
 from rest_framework import serializers
 
+from challenges.selectors import challenges_visible
+
 from ..choices import AlertKind
 from ..models import AlertDelivery, AlertSubscription
-from ..subscriptions import challenges_readable_by, experiments_named, sites_named
+from ..subscriptions import experiments_named, sites_named
 
 MAX_NAMES = 200  # experiments or sites in one subscription: more than the registry holds
 
@@ -98,7 +100,7 @@ class AlertSubscriptionSerializer(serializers.ModelSerializer[AlertSubscription]
         if slug is None:
             return None
         request = self.context.get("request")
-        challenge = challenges_readable_by(user=getattr(request, "user", None)).filter(slug=slug).first()
+        challenge = challenges_visible(user=getattr(request, "user", None)).filter(slug=slug).first()
         if challenge is None:
             raise serializers.ValidationError(f"no challenge {slug!r}")
         return challenge
