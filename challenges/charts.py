@@ -57,9 +57,12 @@ def clock_gantt(*, activities: Iterable[Activity], now: datetime, start: datetim
     )
     figure.update_layout(
         barmode="overlay",
-        height=max(220, 60 + 28 * len(names)),
-        margin={"l": 10, "r": 10, "t": 30, "b": 40},
-        legend={"orientation": "h", "y": -0.15},
+        height=max(250, 90 + 28 * len(names)),
+        # The label of the challenge's last day is centred on the right edge: without room for its half, Plotly
+        # drops it (its labels are hidden past the figure's edge, and automargin does not count that one). The
+        # legend sits at the foot of the figure, below the dates and their year, not over them.
+        margin={"l": 10, "r": 40, "t": 30, "b": 70},
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
         xaxis={"type": "date", "range": [start.isoformat(), end.isoformat()], "title": {"text": "UTC"}},
         yaxis={"categoryorder": "array", "categoryarray": list(reversed(names)), "automargin": True},
         plot_bgcolor="#fff",

@@ -27,5 +27,6 @@ class Direction(models.TextChoices):
     OUT = "out", "out of the site"
 
 
-# Modes the WLCG tape challenges name; any other text is allowed too.
-KNOWN_MODES = ("DT", "A-DT")
+# Modes the WLCG challenges name (T0: the export from the Tier-0; DT and A-DT: the tape challenges' writes and
+# recalls); any other text is allowed too: the forms suggest these, nothing enforces them.
+KNOWN_MODES = ("T0", "DT", "A-DT")

@@ -49,7 +49,8 @@ def demo_sites_load() -> ImportSummary | None:
 
 
 def demo_plan(*, now: datetime) -> dict[str, Any]:
-    """A two-week challenge starting on this week's Monday (UTC), on the testbed's sites."""
+    """A two-week challenge starting on this week's Monday (UTC), on the testbed's sites. Every activity it invites
+    you to run (the README: press Run beside any of them) is open today, whatever weekday it is."""
     monday = (now - timedelta(days=now.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
 
     def at(days: float) -> str:
@@ -63,12 +64,12 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
         "start": at(0),
         "end": at(14),
         "description": "Made by manage.py load_demo: T0 export, tape writes while data is taken (DT), "
-        "tape recalls after (A-DT).",
+        "tape recalls of what they wrote (A-DT: run a DT first).",
         "activities": [
             {
                 "name": "ATLAS T0 export",
                 "experiment": "ATLAS",
-                "mode": "DT",
+                "mode": "T0",
                 "kind": "transfer",
                 "start": at(yesterday),
                 "end": at(today + 3),
@@ -100,7 +101,8 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
                 "experiment": "CMS",
                 "mode": "DT",
                 "kind": "tape-write",
-                "start": at(today + 1),
+                # with ATLAS DT, today and tomorrow: the tape site oversubscribed on purpose
+                "start": at(today),
                 "end": at(today + 3),
                 "source": "TB-T0",
                 "file_size": 10_000_000,
@@ -122,8 +124,8 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
                 "experiment": "CMS",
                 "mode": "A-DT",
                 "kind": "staging",
-                "start": at(7),
-                "end": at(10),
+                "start": at(today),
+                "end": at(today + 4),
                 "file_count": 10,
                 "file_size": 10_000_000,
                 "targets": [

@@ -205,13 +205,40 @@ def target_rate_figure(
     return _as_json(figure)
 
 
+@dataclass(frozen=True)
+class OneValueBins:
+    """How a histogram of samples that all hold one value is drawn: one bin a tenth of the value wide (1 for zero),
+    centred on it, on an axis from zero to twice the value (and to the lines drawn with it)."""
+
+    xbins: dict[str, float]
+    x_range: list[float]
+
+
+def one_value_bins(values: Sequence[float], *, lines: Sequence[float] = ()) -> OneValueBins | None:
+    """Plotly bins one distinct value as [n, n + 1) whatever its scale: 9.4 GB/s becomes a bar from 9 to 10 against
+    the axis' edge, 0.0001 one from -0.5 to 0.5 over the whole axis. None for no sample or two values or more (its
+    own bins are right for them)."""
+    if len(set(values)) != 1:
+        return None
+    value = values[0]
+    width = abs(value) / 10 or 1.0
+    low = min(0.0, value - width, *lines)
+    high = max(0.0, 2 * value, value + width, *(line * 1.05 for line in lines))
+    return OneValueBins(
+        xbins={"start": value - width / 2, "end": value + width / 2, "size": width}, x_range=[low, high]
+    )
+
+
 def throughput_histogram(*, series: RateSeries, stats: ThroughputStats, target_rate: float) -> dict[str, Any]:
     """How often each throughput occurred: a histogram of the mean rates of the bins that moved data (an idle bin is
     no sample of the link), with the mean and the target as vertical lines."""
+    samples = [rate / GB for rate in series.rates if rate > 0]
+    one = one_value_bins(samples, lines=[target_rate / GB, *([stats.mean / GB] if stats.mean is not None else [])])
     figure = go.Figure(
         go.Histogram(
             name=f"{series.bin_minutes}-minute means",
-            x=[rate / GB for rate in series.rates if rate > 0],
+            x=samples,
+            xbins=one.xbins if one else None,
             marker_color=ACHIEVED,
             hovertemplate="%{x} GB/s: %{y} bins<extra></extra>",
         )
@@ -238,7 +265,7 @@ def throughput_histogram(*, series: RateSeries, stats: ThroughputStats, target_r
         margin={"l": 10, "r": 10, "t": 30, "b": 40},
         showlegend=False,
         bargap=0.05,
-        xaxis={"title": {"text": "GB/s"}, "rangemode": "tozero"},
+        xaxis={"title": {"text": "GB/s"}, "rangemode": "tozero", **({"range": one.x_range} if one else {})},
         yaxis={"title": {"text": f"{series.bin_minutes}-minute bins"}, "automargin": True},
         plot_bgcolor="#fff",
     )

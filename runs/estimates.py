@@ -209,8 +209,10 @@ def transfer_estimate(
     if window_start is None or now <= window_start:
         return TransferEstimate(None, reported, estimated, None)
     rate = window_rate(files, flights, now=now, window_start=window_start)
-    if pace is None or not (queued or flights):
+    # Files of unknown size (an ad hoc run of given pairs learns them from the copies) have no time left to tell.
+    unknown = (queued and not queued_bytes) or any(not flight.file.size for flight in flights)
+    if pace is None or not (queued or flights) or unknown:
         return TransferEstimate(rate, reported, estimated, None)
-    eta = finish_seconds(flights, pace=pace, queued=queued, queued_size=queued_bytes / queued if queued else 0.0,
-                         slots=slots)  # fmt: skip
+    queued_size = queued_bytes / queued if queued else 0.0
+    eta = finish_seconds(flights, pace=pace, queued=queued, queued_size=queued_size, slots=slots)
     return TransferEstimate(rate, reported, estimated, eta)

@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from challenges.choices import ActivityKind
-from common.times import iso_utc
+from results.charts import one_value_bins
 from sites.selectors import endpoint_for_url, endpoint_matcher
 
 from .models import Run
@@ -86,10 +86,11 @@ def _target(run: Run) -> str:
 
 
 def _base(run: Run) -> dict[str, Any]:
+    # started_at stays a datetime: the page shows it to the second, the exports as ISO 8601 UTC (common.exports).
     return {
         "run": run.pk,
         "activity": run.activity.name if run.activity_id else None,
-        "started_at": iso_utc(run.started_at) if run.started_at else None,
+        "started_at": run.started_at,
         "target": _target(run),
     }
 
@@ -275,12 +276,15 @@ def network_figures(result: dict[str, Any]) -> list[dict[str, Any]]:
     )
     if result.get("stdev") is not None:
         stats += f" · stdev {result['stdev'] * 8 / 1e9:.3g} Gb/s"
-    histogram = go.Figure(go.Histogram(x=active, nbinsx=20, name="intervals"))
+    one = one_value_bins(active)
+    histogram = go.Figure(
+        go.Histogram(x=active, nbinsx=None if one else 20, xbins=one.xbins if one else None, name="intervals")
+    )
     histogram.update_layout(
         height=300,
         margin={"l": 50, "r": 10, "t": 30, "b": 40},
         title={"text": f"Intervals with data ({len(active)}): {stats}"},
-        xaxis={"title": {"text": "Gb/s"}},
+        xaxis={"title": {"text": "Gb/s"}, **({"range": one.x_range} if one else {})},
         yaxis={"title": {"text": "intervals"}},
         bargap=0.05,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
@@ -13,6 +14,8 @@ from challenges.choices import ActivityKind
 from common.units import size_text
 from results.choices import RecordState
 from results.models import TransferRecord
+from sites.models import NetworkHost
+from sites.selectors import endpoint_matcher
 
 from .choices import RUN_ENDED, FileState, RunState
 from .estimates import FileSnapshot, TransferEstimate, transfer_estimate
@@ -37,7 +40,8 @@ class ProbeProgress:
 
 
 def _probe_what(run: Run) -> tuple[str, float | None]:
-    """A probe's task in words, and how long it should take (None: the probe decides, as a recall does)."""
+    """A probe's task in words (a sentence; iperf3 keeps its lower case), and how long it should take (None: the
+    probe decides, as a recall does)."""
     parameters = run.parameters if isinstance(run.parameters, dict) else {}
     if run.kind == ActivityKind.NETWORK:
         port = f":{parameters['port']}" if parameters.get("port") else ""
@@ -51,12 +55,12 @@ def _probe_what(run: Run) -> tuple[str, float | None]:
         )
     if run.kind == ActivityKind.STAGING:
         urls = parameters.get("urls") or []
-        return f"recalling {len(urls)} file{'s' if len(urls) != 1 else ''} from tape", None
+        return f"Recalling {len(urls)} file{'s' if len(urls) != 1 else ''} from tape", None
     if run.kind == ActivityKind.CACHE:
         origins = parameters.get("origin_urls") or []
-        return f"reading {len(origins)} file{'s' if len(origins) != 1 else ''} direct and through the cache", None
+        return f"Reading {len(origins)} file{'s' if len(origins) != 1 else ''} direct and through the cache", None
     if run.kind == ActivityKind.IO:
-        return f"writing then reading a {size_text(parameters.get('file_size'))} file", None
+        return f"Writing then reading a {size_text(parameters.get('file_size'))} file", None
     return run.get_kind_display(), None
 
 
@@ -65,9 +69,9 @@ def probe_progress(run: Run, *, now: datetime) -> ProbeProgress:
     what, expected = _probe_what(run)
     end = run.finished_at or now
     elapsed = (end - run.started_at).total_seconds() if run.started_at else None
-    phase = {RunState.QUEUED: "waiting for a worker"}.get(run.state, "")
+    phase = "waiting for a worker" if run.state == RunState.QUEUED else ""
     if run.state == RunState.RUNNING:
-        phase = "iperf3" if run.kind == ActivityKind.NETWORK else "running"
+        phase = "running"
         if run.kind == ActivityKind.NETWORK and elapsed is not None and expected is not None:
             phase = "iperf3" if elapsed < expected - TRACEPATH_SECONDS else "tracepath"
     beat = (now - run.heartbeat).total_seconds() if run.heartbeat and run.state == RunState.RUNNING else None
@@ -92,7 +96,7 @@ class RunProgress:
     queued: int
     bytes_done: int
     bytes_in_flight: int  # copied so far by the copies in flight, as their workers last reported
-    bytes_in_flight_estimated: int  # the same with what unreported copies must have copied at the observed rate
+    bytes_in_flight_estimated: int  # with what the copies that report nothing must have copied (runs.estimates)
     rate: float | None
     eta_seconds: float | None
     started_at: datetime | None
@@ -220,6 +224,22 @@ def run_figures(run: Run) -> dict[str, Any]:
         "files_failed": getattr(run, "records_failed", None) or 0,
         "duration": duration,
     }
+
+
+class SiteNames:
+    """The site names behind storage URLs and network hosts, from the registry read once (two queries for a whole
+    list of runs); a URL or host no site registers is named by its host."""
+
+    def __init__(self) -> None:
+        self._endpoint = endpoint_matcher()
+        self._hosts = dict(NetworkHost.objects.values_list("address", "site__name"))
+
+    def of_url(self, url: str) -> str:
+        endpoint = self._endpoint(url)
+        return endpoint.site.name if endpoint is not None else (urlsplit(url).hostname or url)
+
+    def of_host(self, host: str, port: Any = None) -> str:
+        return self._hosts.get(f"{host}:{port}") or self._hosts.get(host) or host
 
 
 def runs_active() -> QuerySet[Run]:

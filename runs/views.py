@@ -3,6 +3,7 @@ of an activity (coordinators, with ad hoc overrides) and Cancel. The work is don
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -38,7 +39,7 @@ from .models import Run, RunFile
 from .parameters import TRANSFER_KINDS, TRANSFER_MODES
 from .probe_results import probe_results
 from .probe_tables import probe_figures
-from .selectors import run_figures, runs_with_figures
+from .selectors import SiteNames, run_figures, runs_with_figures
 from .services import run_cancel as run_cancel_service
 from .services import run_start
 
@@ -158,15 +159,19 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: what it was asked to do and its live progress."""
     run = _run_or_404(request, pk)
     records = records_query(run)
-    context = _progress_context(run) | _results_context(run) | {
-        "can_run": user_is_coordinator(user=request.user),
-        "records": records,
-        "records_query": urlencode(records) if records else None,
-        "recalls": [pk for pk in (run.parameters or {}).get("recalls_runs", []) if isinstance(pk, int)],
-        "parameters": [(name, parameter_text(value)) for name, value in sorted(run.parameters.items())]
-        if isinstance(run.parameters, dict)
-        else [],
-    }
+    context = (
+        _progress_context(run)
+        | _results_context(run)
+        | {
+            "can_run": user_is_coordinator(user=request.user),
+            "records": records,
+            "records_query": urlencode(records) if records else None,
+            "recalls": [pk for pk in (run.parameters or {}).get("recalls_runs", []) if isinstance(pk, int)],
+            "parameters": [(name, parameter_text(value)) for name, value in sorted(run.parameters.items())]
+            if isinstance(run.parameters, dict)
+            else [],
+        }
+    )
     return render(request, "runs/run_detail.html", context)
 
 
@@ -223,6 +228,7 @@ RUN_COLUMNS = [
     "kind",
     "state",
     "link",
+    "link_urls",
     "mode",
     "concurrency",
     "file_count",
@@ -241,17 +247,42 @@ RUN_COLUMNS = [
 ]
 
 
-def run_link(run: Run) -> str:
-    """Where a run moved data, as people say it: "TB-T0 -> TB-T1-A, TB-T1-B", or its probe's target."""
+@dataclass(frozen=True)
+class RunLink:
+    """Where a run moved data, by site name ("TB-T0 -> TB-T1-A, TB-T1-B"), and the URLs or host behind the names
+    (the list shows them on hover, the exports in a column of their own)."""
+
+    names: str
+    urls: str
+
+
+def _joined(values: list[str]) -> str:
+    return ", ".join(dict.fromkeys(values))  # each once, in order
+
+
+def run_link(run: Run, *, sites: SiteNames) -> RunLink:
+    """A run's link by site name: a transfer's source and destinations, a probe's worker site and what it measured
+    (an iperf3 host, an io endpoint, a cache, a tape)."""
     parameters = run.parameters if isinstance(run.parameters, dict) else {}
+    source = str(parameters.get("source") or "")
+    site = str(parameters.get("site") or (sites.of_url(source) if source else ""))
     if parameters.get("destinations"):
-        return (
-            f"{parameters.get('site') or parameters.get('source')} -> {', '.join(map(str, parameters['destinations']))}"
-        )
-    for name in ("host", "endpoint", "cache_url"):
+        destinations = [str(url) for url in parameters["destinations"]]
+        names = f"{site} -> {_joined([sites.of_url(url) for url in destinations])}"
+        return RunLink(names, f"{source} -> {', '.join(destinations)}")
+    if parameters.get("host"):
+        host, port = str(parameters["host"]), parameters.get("port")
+        measured = sites.of_host(host, port)
+        return RunLink(f"{site} -> {measured}" if site and site != measured else measured, f"iperf3 {host}:{port}")
+    for name in ("endpoint", "cache_url"):
         if parameters.get(name):
-            return str(parameters[name])
-    return str(parameters.get("site") or "")
+            return RunLink(sites.of_url(str(parameters[name])), str(parameters[name]))
+    urls = [str(url) for url in parameters.get("urls") or []]
+    if urls:
+        where = urls[0].rsplit("/", 1)[0]
+        files = f"{len(urls)} file{'s' if len(urls) != 1 else ''}"
+        return RunLink(_joined([sites.of_url(url) for url in urls]), f"{files} under {where}/")
+    return RunLink(site, source)
 
 
 def parameters_text(parameters: Any) -> str:
@@ -261,15 +292,17 @@ def parameters_text(parameters: Any) -> str:
     return "; ".join(f"{name}={parameter_text(value)}" for name, value in sorted(parameters.items()))
 
 
-def run_row(run: Run) -> dict[str, Any]:
+def run_row(run: Run, *, sites: SiteNames) -> dict[str, Any]:
     """One run as the list and its exports give it (figures from runs_with_figures: bytes, B/s, seconds)."""
     parameters = run.parameters if isinstance(run.parameters, dict) else {}
+    link = run_link(run, sites=sites)
     return {
         "id": run.pk,
         "activity": run.activity.name if run.activity else None,
         "kind": run.kind,
         "state": run.get_state_display(),
-        "link": run_link(run),
+        "link": link.names,
+        "link_urls": link.urls,
         "mode": parameters.get("copy_mode") or None,
         "concurrency": parameters.get("concurrency"),
         "file_count": parameters.get("file_count"),
@@ -297,13 +330,15 @@ def challenge_runs(request: HttpRequest, slug: str) -> HttpResponse:
     challenge = get_object_or_404(Challenge, slug=slug)
     queryset = challenge_runs_queryset(request=request, challenge=challenge)
     if export_requested(request):
-        rows = [run_row(run) for run in runs_with_figures(queryset)]
+        sites = SiteNames()
+        rows = [run_row(run, sites=sites) for run in runs_with_figures(queryset)]
         return table_response(request, name=f"{slug}-runs", columns=RUN_COLUMNS, rows=rows)
     page = Paginator(runs_with_figures(queryset), RUNS_PAGE).get_page(request.GET.get("page"))
+    sites = SiteNames()
     context = {
         "challenge": challenge,
         "page": page,
-        "rows": [(run, run_row(run)) for run in page],
+        "rows": [(run, run_row(run, sites=sites)) for run in page],
         "state": request.GET.get("state", ""),
         "states": RunState.choices,
         "can_run": user_is_coordinator(user=request.user),

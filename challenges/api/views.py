@@ -10,7 +10,7 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -106,18 +106,30 @@ class TargetViewSet(viewsets.ModelViewSet[Target]):
 
 
 class ClockNowView(APIView):
-    """The activities running now for one experiment, with their targets: what an injector follows."""
+    """The activities running now, with their targets: what an injector follows. ?experiment=NAME for one
+    experiment; without it, every experiment the caller reads (a DDM token: its own)."""
 
     permission_classes = [PlanPermission]
 
     @extend_schema(
-        parameters=[OpenApiParameter("experiment", str, required=True, description="experiment (VO) name")],
+        parameters=[
+            OpenApiParameter(
+                "experiment",
+                str,
+                required=False,
+                description="experiment (VO) name; without it, every experiment the caller reads (a DDM token: its "
+                "own experiments)",
+            )
+        ],
         responses={
             200: inline_serializer(
                 "ClockNow",
                 {
                     "now": serializers.DateTimeField(),
-                    "experiment": serializers.CharField(),
+                    "experiment": serializers.CharField(allow_null=True, help_text="the one asked for, else null"),
+                    "experiments": serializers.ListField(
+                        child=serializers.CharField(), help_text="the experiments this answer covers"
+                    ),
                     "activities": ActivitySerializer(many=True),
                 },
             )
@@ -125,14 +137,24 @@ class ClockNowView(APIView):
     )
     def get(self, request: Request) -> Response:
         name = request.query_params.get("experiment", "").strip()
-        if not name:
-            raise ValidationError({"experiment": ["required: the experiment (VO) name"]})
-        experiment = get_object_or_404(Experiment, name__iexact=name)
         visible = visible_experiment_ids(request.user)
-        if visible is not None and experiment.pk not in visible:
-            raise PermissionDenied(f"this token reads the plans of its own experiment, not {experiment.name}")
+        experiments = Experiment.objects.order_by("name")
+        if name:
+            experiment = get_object_or_404(Experiment, name__iexact=name)
+            if visible is not None and experiment.pk not in visible:
+                raise PermissionDenied(f"this token reads the plans of its own experiment, not {experiment.name}")
+            experiments = experiments.filter(pk=experiment.pk)
+        elif visible is not None:
+            experiments = experiments.filter(pk__in=visible)
         now = timezone.now()
-        running = ActivityViewSet.queryset.filter(Q(start__lte=now) & Q(end__gt=now), experiment=experiment)
+        running = ActivityViewSet.queryset.filter(
+            Q(start__lte=now) & Q(end__gt=now), experiment__in=experiments
+        ).order_by("experiment__name", "start", "pk")
         return Response(
-            {"now": now, "experiment": experiment.name, "activities": ActivitySerializer(running, many=True).data}
+            {
+                "now": now,
+                "experiment": experiments[0].name if name else None,
+                "experiments": [experiment.name for experiment in experiments],
+                "activities": ActivitySerializer(running, many=True).data,
+            }
         )

@@ -167,6 +167,7 @@ def test_a_derived_target_keeps_its_nominal_rate_and_factors(plan: dict[str, Any
 def test_the_clock_tells_an_injector_what_runs_now_with_targets(plan: dict[str, Any]) -> None:
     data = api("ddm", plan["atlas"]).get("/api/v1/clock/now/", {"experiment": "atlas"}).json()
     assert [activity["name"] for activity in data["activities"]] == ["ATLAS DT"]
+    assert (data["experiment"], data["experiments"]) == ("ATLAS", ["ATLAS"])
     assert data["activities"][0]["targets"][0] | {"id": None} == {
         "id": None,
         "activity": plan["running"].pk,
@@ -186,10 +187,25 @@ def test_a_ddm_service_cannot_follow_another_experiments_clock(plan: dict[str, A
     assert response.status_code == 403
 
 
-def test_the_clock_needs_an_experiment(plan: dict[str, Any]) -> None:
-    client = api("viewer")
-    assert client.get("/api/v1/clock/now/").status_code == 400
-    assert client.get("/api/v1/clock/now/", {"experiment": "NOPE"}).status_code == 404
+@pytest.mark.parametrize("role", ["coordinator", "viewer"])
+def test_without_an_experiment_the_clock_tells_who_reads_every_plan_all_of_them(
+    plan: dict[str, Any], role: str
+) -> None:
+    response = api(role).get("/api/v1/clock/now/")
+    assert response.status_code == 200, response.json()
+    data = response.json()
+    assert [activity["name"] for activity in data["activities"]] == ["ATLAS DT", "CMS now"]
+    assert (data["experiment"], data["experiments"]) == (None, ["ATLAS", "CMS"])
+
+
+def test_without_an_experiment_the_clock_tells_a_ddm_service_its_own(plan: dict[str, Any]) -> None:
+    data = api("ddm", plan["cms"]).get("/api/v1/clock/now/").json()
+    assert [activity["name"] for activity in data["activities"]] == ["CMS now"]
+    assert data["experiments"] == ["CMS"]
+
+
+def test_the_clock_of_an_unknown_experiment_is_not_found(plan: dict[str, Any]) -> None:
+    assert api("viewer").get("/api/v1/clock/now/", {"experiment": "NOPE"}).status_code == 404
 
 
 def test_a_ddm_service_reads_only_its_own_experiments_activities(plan: dict[str, Any]) -> None:

@@ -66,3 +66,38 @@ def plan_and_look(browser: Browser, base: str, username: str, password: str) -> 
     page.wait_for_selector("#gantt svg.main-svg", timeout=15000)
     assert page.locator("#gantt .barlayer .point").count() == 1
     assert "ATLAS DT" in page.locator("#gantt").inner_text()
+
+
+def test_the_timeline_fits_its_frame_at_1280_px_with_the_last_days_label(
+    live_server: Any, browser: Browser, transactional_db: None
+) -> None:
+    """The Gantt is drawn inside its frame (not over its right edge) and the label of the challenge's last day, on
+    the right edge of the axis, is drawn rather than dropped; the legend does not cover the dates."""
+    from django.utils import timezone
+
+    from challenges.plan import plan_import
+    from portal.demo import demo_plan
+
+    atlas, cms = ExperimentFactory(name="ATLAS"), ExperimentFactory(name="CMS")
+    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE"):
+        SiteFactory(name=name, experiments=[atlas, cms])
+    plan_import(document=demo_plan(now=timezone.now()))  # two weeks from this Monday, as on the demo
+    username, password = demo_user_ensure()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/accounts/login/?next=/challenges/demo/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_selector("#gantt svg.main-svg", timeout=15000)
+    frame = page.locator(".gantt-frame").bounding_box()
+    drawing = page.locator("#gantt svg.main-svg").first.bounding_box()
+    assert frame is not None and drawing is not None
+    assert drawing["x"] + drawing["width"] <= frame["x"] + frame["width"] - 1  # inside its 1 px border
+    labels = page.locator("#gantt .xtick text")
+    last = labels.nth(labels.count() - 1).bounding_box()
+    assert last is not None, "the last date label was dropped"
+    assert last["x"] + last["width"] <= frame["x"] + frame["width"]
+    legend = page.locator("#gantt .legend").bounding_box()
+    axis_labels = [labels.nth(index).bounding_box() for index in range(labels.count())]
+    assert legend is not None
+    assert all(box is None or box["y"] + box["height"] <= legend["y"] for box in axis_labels)

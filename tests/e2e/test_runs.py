@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, expect
 
 from challenges.models import Activity
 from common import processes
@@ -115,7 +115,12 @@ def test_a_coordinator_starts_a_run_and_watches_it_finish(
     assert page.locator("#files-failed").inner_text() == "0", files
     assert page.locator("#files-done").inner_text() == "4 / 4", files
     assert page.locator("#bytes-done").inner_text() == "4 MB"
+    # Its FROM x TO table comes with the end; the page asks on until the worker has deleted the run's copies, then
+    # stops.
+    page.wait_for_selector("#run-matrix", timeout=10_000)
+    expect(page.locator("#run-copies strong")).to_have_text("deleted", timeout=60_000)
     assert page.locator("#run-progress").get_attribute("hx-trigger") is None  # polling stopped
+    assert page.evaluate("window.__not_reloaded") is True
     run.refresh_from_db()
     assert run.state == "finished"
     assert run.records.filter(state="ok").count() == 4

@@ -130,6 +130,34 @@ def test_the_histogram_counts_the_bins_and_marks_the_mean_and_the_target() -> No
     assert stats.mean == pytest.approx((540 * 1 + 60 * 5) / 600 * GB)
 
 
+def test_a_histogram_of_one_sample_draws_one_bin_centred_on_it_in_the_middle_of_its_axis() -> None:
+    """Plotly's own bins put 1.2 GB/s in [1, 2), against the axis' edge: one bin a tenth of the value wide, centred
+    on it, on an axis from zero to twice the value, or further when the target line is further."""
+    rates = TargetRates(target=Target(rate=GB), start=at(0), end=at(10), minutes=[(at(m), 72 * GB) for m in range(10)])
+    series = rate_series(rates=rates, bin_minutes=10)
+    stats = throughput_stats(samples=series.rates)
+    figure = charts.throughput_histogram(series=series, stats=stats, target_rate=GB)
+    assert figure["data"][0]["x"] == [pytest.approx(1.2)]
+    bins = figure["data"][0]["xbins"]
+    assert (bins["start"], bins["end"], bins["size"]) == (pytest.approx(1.14), pytest.approx(1.26), pytest.approx(0.12))
+    assert figure["layout"]["xaxis"]["range"] == [0, pytest.approx(2.4)]
+    far_target = charts.throughput_histogram(series=series, stats=stats, target_rate=4 * GB)
+    assert far_target["layout"]["xaxis"]["range"] == [0, pytest.approx(4.2)]  # the target line in sight
+
+
+def test_a_histogram_of_many_values_keeps_plotlys_own_bins() -> None:
+    series = rate_series(rates=ten_hours(), bin_minutes=10)
+    figure = charts.throughput_histogram(series=series, stats=throughput_stats(samples=series.rates), target_rate=GB)
+    assert "xbins" not in figure["data"][0]
+    assert "range" not in figure["layout"]["xaxis"]
+
+
+def test_one_value_bins_of_zero_are_a_unit_wide() -> None:
+    bins = charts.one_value_bins([0.0, 0.0])
+    assert bins is not None and bins.xbins == {"start": -0.5, "end": 0.5, "size": 1.0}
+    assert charts.one_value_bins([]) is None
+
+
 def test_the_rate_plot_shades_each_outage_clipped_to_the_activity_with_its_reason_on_hover() -> None:
     outages = [
         charts.OutageWindow(site="CNAF", start=at(-30), end=at(20), reason="pools rebooted"),  # starts before

@@ -229,3 +229,26 @@ def test_the_tape_table_sets_dt_and_a_dt_side_by_side_against_their_targets(view
     page = viewer.get("/challenges/tc22/probes/").content.decode()
     assert 'id="probes-tape"' in page and "4 / 0" in page
     assert Activity.objects.count() == 2
+
+
+def test_the_probes_page_shows_when_a_run_started_to_the_second_and_the_export_in_full(viewer: Client) -> None:
+    made = plan("dc24")
+    run = probe_run(made["io"], "io", {"write_rate": 2e8, "read_rate": 5e8, "size": 10**9})
+    Run.objects.filter(pk=run.pk).update(started_at=T0 + timedelta(hours=1, microseconds=123456))
+    page = viewer.get("/challenges/dc24/probes/").content.decode()
+    started = f"{T0 + timedelta(hours=1):%Y-%m-%d %H:%M:%S}"
+    assert f"<td>{started}</td>" in page
+    assert "123456" not in page
+    rows = viewer.get("/challenges/dc24/probes/", {"table": "io", "format": "json"}).json()["rows"]
+    assert rows[0]["started_at"] == f"{T0 + timedelta(hours=1):%Y-%m-%dT%H:%M:%S}.123456Z"
+
+
+def test_a_network_runs_histogram_of_one_interval_with_data_is_one_bin_centred_on_it() -> None:
+    from runs.probe_tables import network_figures
+
+    _, histogram = network_figures({"intervals": [(1.0, 9.4e9 / 8), (2.0, 0.0)]})
+    assert histogram["data"][0]["x"] == [pytest.approx(9.4)]
+    bins = histogram["data"][0]["xbins"]
+    assert (bins["start"], bins["end"]) == (pytest.approx(8.93), pytest.approx(9.87))
+    assert histogram["layout"]["xaxis"]["range"] == [0, pytest.approx(18.8)]
+    assert "nbinsx" not in histogram["data"][0]

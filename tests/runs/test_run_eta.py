@@ -133,3 +133,14 @@ def test_an_ended_run_has_no_eta_and_a_run_without_a_file_done_or_reported_has_n
     Run.objects.filter(pk=run.pk).update(state="finished", finished_at=at(30.0))
     run.refresh_from_db()
     assert run_progress(run, now=at(30.0)).eta_seconds is None
+
+
+def test_files_of_unknown_size_have_no_eta() -> None:
+    """An ad hoc run of given source/destination pairs learns its files' sizes from the copies: nothing to time."""
+    spans = schedule(files=6, concurrency=2)
+    run = run_with(spans, 2)
+    RunFile.objects.filter(run=run).update(size=0)
+    files_at(run, spans, 15.0, report_every=0)
+    progress = run_progress(run, now=at(15.0))
+    assert progress.files_done >= 1 and progress.rate
+    assert progress.eta_seconds is None
