@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from common.times import iso_utc
 
+from .markers import PlotMark
 from .rates import TargetRates
 from .selectors import RateSeries, ThroughputStats
 
@@ -22,6 +23,7 @@ TARGET = "#c0392b"
 STABLE = "#2e7d32"
 PEAK = "#b26a00"
 OUTAGE = "#7f1d1d"
+ALERT = "#e67e00"
 
 
 @dataclass(frozen=True)
@@ -70,23 +72,35 @@ def _window_band(*, figure: go.Figure, name: str, start: datetime, seconds: int,
     )
 
 
-def _outage_spans(*, figure: go.Figure, outages: Sequence[OutageWindow], start: datetime, end: datetime) -> None:
-    """Each outage (clipped to the plot) as a shaded span, and over it an invisible trace on a hidden [0, 1] axis
-    that carries the reason: Plotly shapes have no hover, traces do."""
-    for index, outage in enumerate(outages):
-        low, high = max(outage.start, start), min(outage.end, end)
+@dataclass(frozen=True)
+class HoverSpan:
+    """A span the rate plot shades, with what it was on hover: an outage a site reported, an alert of the target."""
+
+    start: datetime
+    end: datetime
+    text: str
+    short: str = ""  # the shape's name after the span's: the reason alone
+
+
+def _hover_spans(
+    *, figure: go.Figure, spans: Sequence[HoverSpan], start: datetime, end: datetime, name: str, color: str
+) -> None:
+    """Each span (clipped to the plot) shaded, and over it an invisible trace on a hidden [0, 1] axis that carries
+    its text: Plotly shapes have no hover, traces do."""
+    for index, span in enumerate(spans):
+        low, high = max(span.start, start), min(span.end, end)
         if high <= low:
             continue
         figure.add_shape(
             type="rect",
-            name=f"outage: {outage.reason}",
+            name=f"{name}: {span.short or span.text}"[:200],
             x0=iso_utc(low),
             x1=iso_utc(high),
             y0=0,
             y1=1,
             yref="paper",
             layer="below",
-            fillcolor=OUTAGE,
+            fillcolor=color,
             opacity=0.18,
             line={"width": 0},
         )
@@ -95,66 +109,24 @@ def _outage_spans(*, figure: go.Figure, outages: Sequence[OutageWindow], start: 
         moments = [low + step * n for n in range(int((high - low) / step) + 1)] + [high]
         figure.add_trace(
             go.Scatter(
-                name="outage" if index == 0 else f"outage {index + 1}",
-                legendgroup="outages",
+                name=name if index == 0 else f"{name} {index + 1}",
+                legendgroup=f"{name}s",
                 showlegend=index == 0,
                 x=[iso_utc(moment) for moment in moments],
                 y=[1] * len(moments),
                 yaxis="y2",
                 mode="lines",
-                line={"color": OUTAGE, "width": 0},
+                line={"color": color, "width": 0},
                 fill="tozeroy",
                 fillcolor="rgba(0,0,0,0)",
-                text=[outage.hover] * len(moments),
+                text=[span.text] * len(moments),
                 hovertemplate="%{text}<extra></extra>",
             )
         )
 
 
-def target_rate_figure(
-    *,
-    rates: TargetRates,
-    series: RateSeries,
-    stable_window: int,
-    max_window: int,
-    outages: Sequence[OutageWindow] = (),
-) -> dict[str, Any]:
-    """The achieved rate of one target over its activity, as a step line of the bins' mean rates, with the target
-    as a horizontal line, the stable window as a shaded band (and its rate over it), the max window outlined, and
-    the outages that the sites reported as dark-red spans with their reason on hover."""
-    figure = go.Figure()
-    start, end = iso_utc(rates.start), iso_utc(rates.end)
-    if series.starts:
-        figure.add_trace(
-            go.Scatter(
-                name=f"achieved ({series.bin_minutes}-minute means)",
-                x=[iso_utc(moment) for moment in series.starts] + [iso_utc(series.ends[-1])],
-                y=[rate / GB for rate in series.rates] + [series.rates[-1] / GB],
-                mode="lines",
-                line={"color": ACHIEVED, "width": 1.5, "shape": "hv"},
-                hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{y:.3g} GB/s<extra></extra>",
-            )
-        )
-    figure.add_trace(
-        go.Scatter(
-            name="target",
-            x=[start, end],
-            y=[rates.target.rate / GB] * 2,
-            mode="lines",
-            line={"color": TARGET, "width": 2, "dash": "dash"},
-            hovertemplate="target %{y:.3g} GB/s<extra></extra>",
-        )
-    )
-    figure.add_trace(
-        go.Scatter(
-            name="average",
-            x=[start, end],
-            y=[rates.average_rate / GB] * 2,
-            mode="lines",
-            line={"color": "#555", "width": 1, "dash": "dot"},
-            hovertemplate="average %{y:.3g} GB/s<extra></extra>",
-        )
-    )
+def _window_traces(*, figure: go.Figure, rates: TargetRates, stable_window: int, max_window: int) -> None:
+    """The stable window as a shaded band with its rate, the max window outlined with its rate."""
     if rates.stable_window_start is not None and rates.stable_rate is not None:
         _window_band(
             figure=figure,
@@ -190,7 +162,59 @@ def target_rate_figure(
                 hovertemplate="max %{y:.3g} GB/s<extra></extra>",
             )
         )
-    _outage_spans(figure=figure, outages=outages, start=rates.start, end=rates.end)
+
+
+def target_rate_figure(
+    *,
+    rates: TargetRates,
+    series: RateSeries,
+    stable_window: int,
+    max_window: int,
+    outages: Sequence[OutageWindow] = (),
+    marks: Sequence[PlotMark] = (),
+) -> dict[str, Any]:
+    """The achieved rate of one target over its activity, as a step line of the bins' mean rates, with the target
+    as a horizontal line, the stable window as a shaded band (and its rate over it), the max window outlined, the
+    outages that the sites reported as dark-red spans with their reason on hover, and the marks of the apps above
+    (the target's alerts) as orange spans."""
+    figure = go.Figure()
+    start, end = iso_utc(rates.start), iso_utc(rates.end)
+    if series.starts:
+        figure.add_trace(
+            go.Scatter(
+                name=f"achieved ({series.bin_minutes}-minute means)",
+                x=[iso_utc(moment) for moment in series.starts] + [iso_utc(series.ends[-1])],
+                y=[rate / GB for rate in series.rates] + [series.rates[-1] / GB],
+                mode="lines",
+                line={"color": ACHIEVED, "width": 1.5, "shape": "hv"},
+                hovertemplate="%{x|%Y-%m-%d %H:%M} UTC<br>%{y:.3g} GB/s<extra></extra>",
+            )
+        )
+    figure.add_trace(
+        go.Scatter(
+            name="target",
+            x=[start, end],
+            y=[rates.target.rate / GB] * 2,
+            mode="lines",
+            line={"color": TARGET, "width": 2, "dash": "dash"},
+            hovertemplate="target %{y:.3g} GB/s<extra></extra>",
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            name="average",
+            x=[start, end],
+            y=[rates.average_rate / GB] * 2,
+            mode="lines",
+            line={"color": "#555", "width": 1, "dash": "dot"},
+            hovertemplate="average %{y:.3g} GB/s<extra></extra>",
+        )
+    )
+    _window_traces(figure=figure, rates=rates, stable_window=stable_window, max_window=max_window)
+    spans = [HoverSpan(outage.start, outage.end, outage.hover, outage.reason) for outage in outages]
+    _hover_spans(figure=figure, spans=spans, start=rates.start, end=rates.end, name="outage", color=OUTAGE)
+    alerts = [HoverSpan(mark.start, mark.end or rates.end, mark.label) for mark in marks]
+    _hover_spans(figure=figure, spans=alerts, start=rates.start, end=rates.end, name="alert", color=ALERT)
     figure.update_layout(
         height=420,
         margin={"l": 10, "r": 10, "t": 30, "b": 40},
@@ -200,7 +224,7 @@ def target_rate_figure(
         plot_bgcolor="#fff",
         hovermode="x unified",
     )
-    if outages:
+    if outages or marks:
         figure.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True})
     return _as_json(figure)
 

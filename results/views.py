@@ -26,6 +26,7 @@ from sites.roles import visible_experiment_ids
 
 from . import charts, selectors
 from .attribution import attribution_status
+from .markers import target_marks
 from .rates import TargetRates
 
 FILTERS = ("experiment", "activity", "site")
@@ -298,12 +299,14 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
             end=rates.end,
         )
     ]
+    marks = target_marks(target=target, user=request.user, start=rates.start, end=rates.end)
     context = {
         "challenge": challenge,
         "target": target,
         "row": _rate_row(rates, slug, report_markers(challenge=challenge, user=request.user)),
         "series": series,
         "outages": outages,
+        "marks": marks,
         "stats": stats,
         "idle_bins": sum(1 for rate in series.rates if rate <= 0),
         "bin_choices": selectors.BIN_CHOICES,
@@ -317,6 +320,7 @@ def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
             stable_window=challenge.stable_window,
             max_window=challenge.max_window,
             outages=outages,
+            marks=marks,
         ),
         "histogram": charts.throughput_histogram(series=series, stats=stats, target_rate=target.rate),
         "plotly_version": PLOTLY_VERSION,

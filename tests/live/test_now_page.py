@@ -79,3 +79,10 @@ def test_visitors_are_sent_to_log_in(live: Scenario, settings: Any) -> None:
     settings.ANONYMOUS_READ = False
     response = Client().get("/challenges/live/now/")
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_targets_plot_marks_its_alerts(live: Scenario) -> None:
+    page = logged_in("viewer").get(f"/results/live/targets/{live.steady.pk}/").content.decode()
+    assert "Alerts of this target (shaded orange on the plot)" in page
+    assert "still open: target at risk: ATLAS export (ATLAS, LIVE-A -&gt; LIVE-B): will miss" in page
+    assert '"name": "alert"' in page or "&quot;name&quot;: &quot;alert&quot;" in page or '"name":"alert"' in page
