@@ -13,9 +13,9 @@ from challenges.models import Challenge
 from challenges.views import read_access
 from common.exports import export_requested, table_response
 
-from .api.views import runs_visible_to
 from .models import Run
 from .probe_tables import COLUMNS, PROBE_KINDS, probe_comparison, probe_tables
+from .selectors import runs_visible_to
 from .tape_table import TAPE_COLUMNS, tape_table
 
 COMPARE_COLUMNS = ["kind", "figure", "target", "now", "earlier", "ratio"]

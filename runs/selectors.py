@@ -244,3 +244,25 @@ class SiteNames:
 
 def runs_active() -> QuerySet[Run]:
     return Run.objects.filter(state__in=[RunState.QUEUED, RunState.RUNNING])
+
+
+def runs_visible_to(*, user: Any) -> QuerySet[Run]:
+    """The runs a user may read (the access policy, Run.objects.restrict): all, or for a DDM service those of its
+    experiment's activities."""
+    return Run.objects.restrict(user).select_related("activity__challenge", "activity__experiment", "created_by")
+
+
+def activity_window_warning(*, activity: Any, now: datetime) -> str:
+    """What a coordinator must know before running an activity outside its window: its records will count for none
+    of its targets (the results table only counts what lies inside the window). "" inside the window."""
+    if now < activity.start:
+        return (
+            f"This activity's window opens at {activity.start:%Y-%m-%d %H:%M} UTC: a run now counts for none of its "
+            "targets (the results table will say so). Run it anyway to try the setup."
+        )
+    if now >= activity.end:
+        return (
+            f"This activity's window closed at {activity.end:%Y-%m-%d %H:%M} UTC: a run now counts for none of its "
+            "targets (the results table will say so)."
+        )
+    return ""

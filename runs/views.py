@@ -26,13 +26,13 @@ from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge
 from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
+from common.units import is_whole_number
 from results.active_rates import active_rates
 from results.link_matrix import link_matrix
 from results.models import TransferRecord
 from sites.roles import user_is_coordinator
 
 from . import selectors
-from .api.views import runs_visible_to
 from .choices import RUN_ENDED, CopiesState, FileState, RunState
 from .copies import run_copies_delete as copies_delete_service
 from .models import Run, RunFile
@@ -62,7 +62,7 @@ COPIES_POLL = timedelta(minutes=15)
 
 def _run_or_404(request: HttpRequest, pk: int) -> Run:
     """The run, if this user may read it (a DDM token reads its own experiment's runs only)."""
-    return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    return get_object_or_404(selectors.runs_visible_to(user=request.user), pk=pk)
 
 
 def _coordinator_or_refuse(request: HttpRequest, what: str) -> HttpResponseBase | None:
@@ -318,7 +318,10 @@ def run_row(run: Run, *, sites: SiteNames) -> dict[str, Any]:
 
 
 def challenge_runs_queryset(*, request: HttpRequest, challenge: Challenge) -> QuerySet[Run]:
-    runs_of = runs_visible_to(user=request.user).filter(activity__challenge=challenge)
+    runs_of = selectors.runs_visible_to(user=request.user).filter(activity__challenge=challenge)
+    activity = request.GET.get("activity", "").strip()
+    if is_whole_number(activity):
+        runs_of = runs_of.filter(activity_id=int(activity))
     state = request.GET.get("state", "").strip()
     return runs_of.filter(state=state) if state else runs_of
 
@@ -394,7 +397,8 @@ def activity_run(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
         "activity": activity,
         "challenge": activity.challenge,
         "cancel": reverse("challenges:clock", args=[activity.challenge.slug]) + f"#activity-{activity.pk}",
-        "recent": list(runs_visible_to(user=request.user).filter(activity=activity)[:5]),
+        "recent": list(selectors.runs_visible_to(user=request.user).filter(activity=activity)[:5]),
+        "window_warning": selectors.activity_window_warning(activity=activity, now=timezone.now()),
     }
     return render(request, "runs/run_form.html", context)
 

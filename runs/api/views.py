@@ -26,6 +26,7 @@ from sites.permissions import PlanPermission
 from ..choices import FileState, RunState
 from ..copies import run_copies_delete
 from ..models import Run, RunFile
+from ..selectors import runs_visible_to
 from ..services import run_cancel, run_start
 from .serializers import (
     LinkMatrixSerializer,
@@ -59,11 +60,6 @@ class RunFileFilter(django_filters.FilterSet):
     class Meta:
         model = RunFile
         fields = ["state"]
-
-
-def runs_visible_to(*, user: Any) -> QuerySet[Run]:
-    """The runs a user may read: all, or for a DDM service those of its experiment's activities."""
-    return Run.objects.restrict(user).select_related("activity__challenge", "activity__experiment", "created_by")
 
 
 def _service(call: Callable[[], Run]) -> Run:

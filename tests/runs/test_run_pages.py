@@ -344,3 +344,36 @@ def test_an_io_and_a_staging_runs_pages_show_what_their_probes_measured(viewer: 
     page = text(viewer.get(f"/challenges/runs/{staging.pk}/"))
     assert "Time to first file</th><td>12.0 s" in page and "Files per hour</th><td>360" in page
     assert "<td>3.0</td><td>9.0</td>" in page
+
+
+def test_the_run_form_warns_when_the_activity_is_outside_its_window(coordinator: Client, activity: Activity) -> None:
+    Activity.objects.filter(pk=activity.pk).update(
+        start=timezone.now() + timedelta(days=1), end=timezone.now() + timedelta(days=2)
+    )
+    page = text(coordinator.get(f"/challenges/dc/activities/{activity.pk}/run/"))
+    assert "window opens at" in page and "counts for none of its targets" in page
+    Activity.objects.filter(pk=activity.pk).update(
+        start=timezone.now() - timedelta(days=2), end=timezone.now() - timedelta(days=1)
+    )
+    assert "window closed at" in text(coordinator.get(f"/challenges/dc/activities/{activity.pk}/run/"))
+    Activity.objects.filter(pk=activity.pk).update(end=timezone.now() + timedelta(days=1))
+    assert "counts for none of its targets" not in text(
+        coordinator.get(f"/challenges/dc/activities/{activity.pk}/run/")
+    )
+
+
+def test_the_runs_list_filters_by_activity(viewer: Client, activity: Activity) -> None:
+    mine = Run.objects.create(activity=activity, kind="transfer", state="finished")
+    other_activity = Activity.objects.create(
+        challenge=activity.challenge,
+        name="other",
+        experiment=activity.experiment,
+        mode="DT",
+        kind="transfer",
+        start=activity.start,
+        end=activity.end,
+    )
+    other = Run.objects.create(activity=other_activity, kind="transfer", state="finished")
+    page = viewer.get(f"/challenges/dc/runs/?activity={activity.pk}").content.decode()
+    assert f'id="run-{mine.pk}"' in page and f'id="run-{other.pk}"' not in page
+    assert viewer.get("/challenges/dc/runs/?activity=²").status_code == 200  # not a number: no filter, no 500
