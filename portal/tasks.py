@@ -20,4 +20,4 @@ def ping(payload: str) -> dict[str, str]:
 @shared_task(name="portal.tasks.heartbeat", ignore_result=True)
 def heartbeat() -> None:
     """Record when a worker last ran a beat-scheduled task, so pages can tell whether workers and beat are alive."""
-    cache.set(HEARTBEAT_KEY, timezone.now().isoformat(), timeout=None)
+    cache.set(HEARTBEAT_KEY, timezone.now().isoformat(timespec="seconds"), timeout=None)

@@ -81,7 +81,7 @@ def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: t
     """With the active run's row locked: its deadline, a lost prepare message, a lost probe worker, or its files."""
     if run.deadline and run.deadline < now:
         run.state, run.finished_at = RunState.FAILED, now
-        run.message = f"deadline passed ({run.deadline.isoformat()}): ended by the reaper"
+        run.message = f"deadline passed ({run.deadline.isoformat(timespec='seconds')}): ended by the reaper"
         run.save(update_fields=["state", "finished_at", "message"])
         RunFile.objects.filter(run=run, state=FileState.QUEUED).update(
             state=FileState.CANCELLED, end=now, error="the run's deadline passed", recorded=True

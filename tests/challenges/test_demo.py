@@ -63,3 +63,20 @@ def test_the_activity_form_suggests_t0_among_the_modes(client: Client) -> None:
     client.force_login(boss)
     page = client.get("/challenges/dc/activities/new/").content.decode()
     assert '<option value="T0">' in page
+
+
+@pytest.mark.django_db
+def test_the_demos_results_table_mid_window_says_so_far_with_auto_scaled_rates() -> None:
+    from django.utils import timezone
+
+    atlas, cms = ExperimentFactory(name="ATLAS"), ExperimentFactory(name="CMS")
+    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE"):
+        SiteFactory(name=name, experiments=[atlas, cms])
+    plan_import(document=demo_plan(now=timezone.now()))
+    viewer = UserFactory(username="demo-viewer")
+    membership_grant(user=viewer, role="viewer")
+    client = Client()
+    client.force_login(viewer)
+    table = client.get("/results/demo/").content.decode().split("<tbody>")[1].split("</tbody>")[0]
+    assert '<span class="so-far">so far</span>' in table and "missed" not in table
+    assert "200 MB/s" in table  # the T0 export's link target, auto-scaled (0.2 GB/s)
