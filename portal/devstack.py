@@ -269,51 +269,7 @@ def command_run(args: argparse.Namespace) -> int:
         port = int(os.environ.get("PORTAL_PORT", "8000"))
         if not processes.port_free(port):
             port = processes.free_port(port + 1)
-        commands = {
-            "web": [
-                PYTHON,
-                "-m",
-                "gunicorn",
-                "portal.wsgi",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                "2",
-                "--access-logfile",
-                "-",
-            ],
-            "worker": [
-                PYTHON,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "-l",
-                "info",
-                # Threads: a copy waits on gfal2, not the CPU, and a run keeps C copies in flight (C up to 40 here).
-                "--pool",
-                "threads",
-                "--concurrency",
-                "48",
-                "-Q",
-                "default",
-                "-n",
-                "portal@%h",
-            ],
-            "beat": [
-                PYTHON,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "beat",
-                "-l",
-                "info",
-                "-s",
-                str(VAR / "celerybeat-schedule"),
-            ],
-        }
+        commands = _children_commands(port)
         for name, argv in commands.items():
             children[name] = _child_start(name, argv)
         if not processes.wait_for_port(port, pid=children["web"].pid, timeout=30):
@@ -334,6 +290,55 @@ def command_run(args: argparse.Namespace) -> int:
                     child.kill()
         stack.shutdown()
     return 0
+
+
+def _children_commands(port: int) -> dict[str, list[str]]:
+    """The processes `run` starts and watches: gunicorn on `port`, a worker on the default queue, beat."""
+    return {
+        "web": [
+            PYTHON,
+            "-m",
+            "gunicorn",
+            "portal.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--access-logfile",
+            "-",
+        ],
+        "worker": [
+            PYTHON,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "-l",
+            "info",
+            # Threads: a copy waits on gfal2, not the CPU, and a run keeps C copies in flight (C up to 40 here).
+            "--pool",
+            "threads",
+            "--concurrency",
+            "48",
+            "-Q",
+            "default",
+            "-n",
+            "portal@%h",
+        ],
+        "beat": [
+            PYTHON,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "beat",
+            "-l",
+            "info",
+            "-s",
+            str(VAR / "celerybeat-schedule"),
+        ],
+    }
 
 
 RESTARTS_PER_MINUTE = 5  # a worker or beat that dies more often than this is broken, not unlucky

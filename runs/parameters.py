@@ -212,47 +212,11 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
     checksum = merged.get("checksum", "ADLER32")
     if checksum not in CHECKSUMS:
         problems.add("checksum", f"checksum must be one of {', '.join(CHECKSUMS)}, not {checksum!r}")
-    files: list[tuple[str, str, int]] = []
-    source_url: str | None = None
-    file_size = 0
     if "files" in merged:
-        # Explicit pairs (ad hoc): each source already exists; sizes are learnt from the copies.
-        entries = merged["files"]
-        if not isinstance(entries, list) or not entries:
-            problems.add("files", 'files must be a non-empty list of {"source": URL, "destination": URL}')
-            entries = []
-        for number, entry in enumerate(entries, start=1):
-            if not isinstance(entry, dict) or set(entry) - {"source", "destination"}:
-                problems.add("files", f'file {number}: give {{"source": URL, "destination": URL}}, not {entry!r}')
-                continue
-            source = _url(problems, "files", entry.get("source"))
-            destination = _url(problems, "files", entry.get("destination"))
-            if source and destination:
-                files.append((source, destination, 0))
+        files, file_size = _explicit_files(problems, merged["files"]), 0
         source_url = files[0][0] if files else None
     else:
-        file_size = _integer(problems, merged, "file_size", None, low=1, high=10**13) or 0
-        file_count = _integer(problems, merged, "file_count", None, low=1, high=100_000) or 0
-        if "source" not in merged:
-            problems.add("source", "give the source endpoint URL (or run an activity that has a source site)")
-        else:
-            source_url = _url(problems, "source", merged["source"])
-        destinations = merged.get("destinations")
-        if destinations is None:
-            problems.add(
-                "destinations",
-                "give destination endpoint URLs (or run an activity with targets into other sites or links)",
-            )
-            destinations = []
-        elif not isinstance(destinations, list) or not destinations:
-            problems.add("destinations", "destinations must be a non-empty list of endpoint URLs")
-            destinations = []
-        checked = [_url(problems, "destinations", value) for value in destinations]
-        if source_url and file_size and file_count and checked and all(checked):
-            source_file = test_file_url(source_url, file_size)
-            for index in range(file_count):
-                base = str(checked[index % len(checked)]).rstrip("/")
-                files.append((source_file, f"{base}/portal-runs/{{run}}/file-{index:05d}", file_size))
+        files, source_url, file_size = _planned_files(problems, merged)
     mode_problem = _copy_mode_problem(copy_mode, files)
     if mode_problem:
         problems.add("copy_mode", mode_problem)
@@ -289,6 +253,53 @@ def copy_timeouts_default(*, largest: int, concurrency: int) -> dict[str, int]:
     """The `timeout`, `stall_timeout` and `first_byte_timeout` a run of C files of this size gets by default (for a
     caller that copies without a run, such as bench/probes.py's bare side, bounded the same way)."""
     return _copy_timeouts(_Problems(), {}, largest=largest, concurrency=concurrency)
+
+
+def _explicit_files(problems: _Problems, entries: Any) -> list[tuple[str, str, int]]:
+    """Explicit pairs of an ad hoc run: each source already exists; sizes are learnt from the copies."""
+    files: list[tuple[str, str, int]] = []
+    if not isinstance(entries, list) or not entries:
+        problems.add("files", 'files must be a non-empty list of {"source": URL, "destination": URL}')
+        return files
+    for number, entry in enumerate(entries, start=1):
+        if not isinstance(entry, dict) or set(entry) - {"source", "destination"}:
+            problems.add("files", f'file {number}: give {{"source": URL, "destination": URL}}, not {entry!r}')
+            continue
+        source = _url(problems, "files", entry.get("source"))
+        destination = _url(problems, "files", entry.get("destination"))
+        if source and destination:
+            files.append((source, destination, 0))
+    return files
+
+
+def _planned_files(problems: _Problems, merged: dict[str, Any]) -> tuple[list[tuple[str, str, int]], str | None, int]:
+    """(files, source URL, file size) of a run of `file_count` copies of a test file from `source`, round-robin to
+    `destinations`, each to `DEST/portal-runs/{run}/file-NNNNN` (the run's directory is named when it is made)."""
+    files: list[tuple[str, str, int]] = []
+    source_url: str | None = None
+    file_size = _integer(problems, merged, "file_size", None, low=1, high=10**13) or 0
+    file_count = _integer(problems, merged, "file_count", None, low=1, high=100_000) or 0
+    if "source" not in merged:
+        problems.add("source", "give the source endpoint URL (or run an activity that has a source site)")
+    else:
+        source_url = _url(problems, "source", merged["source"])
+    destinations = merged.get("destinations")
+    if destinations is None:
+        problems.add(
+            "destinations",
+            "give destination endpoint URLs (or run an activity with targets into other sites or links)",
+        )
+        destinations = []
+    elif not isinstance(destinations, list) or not destinations:
+        problems.add("destinations", "destinations must be a non-empty list of endpoint URLs")
+        destinations = []
+    checked = [_url(problems, "destinations", value) for value in destinations]
+    if source_url and file_size and file_count and checked and all(checked):
+        source_file = test_file_url(source_url, file_size)
+        for index in range(file_count):
+            base = str(checked[index % len(checked)]).rstrip("/")
+            files.append((source_file, f"{base}/portal-runs/{{run}}/file-{index:05d}", file_size))
+    return files, source_url, file_size
 
 
 def _copy_timeouts(problems: _Problems, merged: dict[str, Any], *, largest: int, concurrency: int) -> dict[str, int]:

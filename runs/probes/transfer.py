@@ -139,18 +139,10 @@ def transfer_file(
     the copy fails as "destination exists" instead of replacing it."""
     if mode not in (None, "", *MODES):
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
-    params = ctx.transfer_parameters()
+    params = _copy_parameters(ctx, source_url, destination_url, mode=mode, streams=streams, timeout=timeout)
     params.overwrite = overwrite
-    params.create_parent = True
-    params.timeout = timeout
-    params.nbstreams = streams
     if checksum and checksum.lower() != "none":
         params.set_checksum(gfal2.checksum_mode.both, checksum, expected_checksum)
-    if mode in HTTP_COPY_MODES and (_is_http(source_url) or _is_http(destination_url)):
-        ctx.set_opt_string("HTTP PLUGIN", "DEFAULT_COPY_MODE", HTTP_COPY_MODES[mode])
-        ctx.set_opt_boolean("HTTP PLUGIN", "ENABLE_FALLBACK_TPC_COPY", mode == "streamed")
-    events: list[str] = []
-    copy_types: list[str] = []
     link = (urlsplit(source_url).netloc, urlsplit(destination_url).netloc)
     peer = peers.begin(link) if peers is not None else None
     guard = StallGuard(
@@ -160,74 +152,96 @@ def transfer_file(
         first_byte_within=max(first_byte_timeout or timeout, stall_timeout),
         overtaken=(lambda: peers.overtaken(peer)) if peers is not None and peer is not None else None,
     )
-
-    def on_event(event: Any) -> None:
-        stage, description = str(event.stage), str(event.description)
-        events.append(f"{stage} {description}".strip())
-        if stage.endswith("TRANSFER:TYPE"):
-            copy_types.append(description)
-        guard.alive()
-
-    def on_progress(*marker: Any) -> None:  # source, destination, average, instant, bytes so far, elapsed
-        done = int(marker[4])
-        guard.moved(done)
-        if progress is not None:
-            progress(done)
-
-    params.event_callback = on_event
-    params.monitor_callback = on_progress
-    details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": events}
+    watch = _CopyWatch(guard, progress)
+    params.event_callback = watch.on_event
+    params.monitor_callback = watch.on_progress
+    details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": watch.events}
     start = utcnow()
     try:
         guard.run(lambda: ctx.filecopy(params, source_url, destination_url))
     except (gfal2.GError, Abandoned) as exc:
+        end = utcnow()
         if peers is not None and peer is not None:
             peers.end(peer)
-        end = utcnow()
-        cancelled = bool(cancel is not None and cancel.is_set())
-        text = _message(exc) + (" (its thread is left to gfal2's own timeout)" if isinstance(exc, Abandoned) else "")
-        code = getattr(exc, "code", None)
-        # A stopped copy is not looked into further: its context may still be busy in the copy's thread.
-        if cancelled and isinstance(exc, Abandoned):
-            cause, message = CANCELLED, f"{CANCELLED}: {text}"
-        elif guard.fired and not cancelled:
-            cause, message = STALLED, guard.stall_message(text)
-        else:
-            cause, message = _classify(ctx, exc, source_url, cancelled)
-        details.update(cause=cause, errno=code, cancelled=cause == CANCELLED)
+        cause, message = _failure(ctx, exc, guard, source_url, cancelled=bool(cancel is not None and cancel.is_set()))
+        details.update(cause=cause, errno=getattr(exc, "code", None), cancelled=cause == CANCELLED)
+        mode_done = _mode_done(watch.copy_type, source_url, destination_url)
         return FileOutcome(
-            source_url,
-            destination_url,
-            0,
-            start,
-            end,
-            False,
-            error=message,
-            mode=_mode_done(copy_types[-1] if copy_types else "", source_url, destination_url),
-            details=details,
+            source_url, destination_url, 0, start, end, False, error=message, mode=mode_done, details=details
         )
     end = utcnow()
     if peers is not None and peer is not None:
         peers.end(peer)
-    size = 0
-    agreed = ""
+    size, agreed = _after_copy(ctx, guard, source_url, destination_url, checksum=checksum, details=details)
+    mode_done = _mode_done(watch.copy_type, source_url, destination_url)
+    return FileOutcome(
+        source_url, destination_url, size, start, end, True, mode=mode_done, checksum=agreed, details=details
+    )
+
+
+def _copy_parameters(
+    ctx: Any, source_url: str, destination_url: str, *, mode: str | None, streams: int, timeout: int
+) -> Any:
+    """gfal2's transfer parameters of one copy, and the HTTP plugin's copy mode for a requested one (without the
+    fallback to streamed, so that the requested mode is done or fails)."""
+    params = ctx.transfer_parameters()
+    params.create_parent = True
+    params.timeout = timeout
+    params.nbstreams = streams
+    if mode in HTTP_COPY_MODES and (_is_http(source_url) or _is_http(destination_url)):
+        ctx.set_opt_string("HTTP PLUGIN", "DEFAULT_COPY_MODE", HTTP_COPY_MODES[mode])
+        ctx.set_opt_boolean("HTTP PLUGIN", "ENABLE_FALLBACK_TPC_COPY", mode == "streamed")
+    return params
+
+
+class _CopyWatch:
+    """gfal2's callbacks of one copy: its events (and the copy type among them), its progress, fed to the guard."""
+
+    def __init__(self, guard: StallGuard, progress: Callable[[int], None] | None) -> None:
+        self.guard, self.progress = guard, progress
+        self.events: list[str] = []
+        self.copy_types: list[str] = []
+
+    @property
+    def copy_type(self) -> str:
+        return self.copy_types[-1] if self.copy_types else ""
+
+    def on_event(self, event: Any) -> None:
+        stage, description = str(event.stage), str(event.description)
+        self.events.append(f"{stage} {description}".strip())
+        if stage.endswith("TRANSFER:TYPE"):
+            self.copy_types.append(description)
+        self.guard.alive()
+
+    def on_progress(self, *marker: Any) -> None:  # source, destination, average, instant, bytes so far, elapsed
+        done = int(marker[4])
+        self.guard.moved(done)
+        if self.progress is not None:
+            self.progress(done)
+
+
+def _failure(ctx: Any, exc: Exception, guard: StallGuard, source_url: str, *, cancelled: bool) -> tuple[str, str]:
+    """(cause, message) of a copy that failed: cancelled, stalled (the guard stopped it), or what gfal2 said."""
+    text = _message(exc) + (" (its thread is left to gfal2's own timeout)" if isinstance(exc, Abandoned) else "")
+    # A stopped copy is not looked into further: its context may still be busy in the copy's thread.
+    if cancelled and isinstance(exc, Abandoned):
+        return CANCELLED, f"{CANCELLED}: {text}"
+    if guard.fired and not cancelled:
+        return STALLED, guard.stall_message(text)
+    return _classify(ctx, exc, source_url, cancelled)  # type: ignore[arg-type]  # a GError: Abandoned came first
+
+
+def _after_copy(
+    ctx: Any, guard: StallGuard, source_url: str, destination_url: str, *, checksum: str, details: dict[str, Any]
+) -> tuple[int, str]:
+    """(size, checksum) of a successful copy. The source's size: with checksums compared at both ends it is what
+    arrived, and a source stat does not race with the destination server still closing the file. Watched too: a
+    look that never answers must not hold the copy's result, and a failed look must not fail it (details say)."""
+    size, agreed = 0, ""
     try:
-        # The source's size: with checksums compared at both ends it is what arrived, and a source stat does not
-        # race with the destination server still closing the file. Watched too: a look that never answers must not
-        # hold the copy's result.
         size = int(guard.run(lambda: ctx.stat(source_url)).st_size)
         if checksum and checksum.lower() != "none":
             agreed = str(guard.run(lambda: ctx.checksum(destination_url, checksum)))
-    except (gfal2.GError, Abandoned) as exc:  # the copy succeeded; a failed look afterwards must not fail it
+    except (gfal2.GError, Abandoned) as exc:
         details["after_copy"] = _message(exc)
-    return FileOutcome(
-        source_url,
-        destination_url,
-        size,
-        start,
-        end,
-        True,
-        mode=_mode_done(copy_types[-1] if copy_types else "", source_url, destination_url),
-        checksum=agreed,
-        details=details,
-    )
+    return size, agreed
