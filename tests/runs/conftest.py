@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from common import processes
+from runs import dispatch
 from runs.dispatch import served_queues_forget
 from runs.models import Run
 from sites.roles import membership_grant
@@ -56,3 +57,14 @@ def cleanup(testbed: Testbed) -> Iterator[list[Run]]:
             # The tape site keeps its buffer in disk/data and its tape copies in tape/data.
             for data in testbed.site_dir(site).glob(f"**/portal-runs/{run.directory or 'none'}"):
                 shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """The tasks the code would send, recorded instead."""
+    sent: list[tuple[str, tuple[Any, ...]]] = []
+    monkeypatch.setattr(dispatch, "prepare_send", lambda *args: sent.append(("prepare", args)))
+    monkeypatch.setattr(dispatch, "file_send", lambda *args: sent.append(("file", args)))
+    monkeypatch.setattr(dispatch, "copies_delete_send", lambda *args: sent.append(("copies", args)))
+    monkeypatch.setattr(dispatch, "served_queues", set)
+    return sent

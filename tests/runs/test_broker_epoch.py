@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from runs import dispatch
 from runs.dispatch import broker_lost_messages
 from runs.models import Run, RunFile
 from runs.reaper import runs_reap
@@ -50,16 +49,6 @@ def test_a_broker_that_cannot_be_reached_is_not_taken_for_one_that_lost_its_data
     assert broker_lost_messages() is True
     own_broker.stop()
     assert broker_lost_messages() is False  # the next look, once it answers, tells
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
-    recorded: list[tuple[str, tuple[Any, ...]]] = []
-    monkeypatch.setattr(dispatch, "prepare_send", lambda *args: recorded.append(("prepare", args)))
-    monkeypatch.setattr(dispatch, "file_send", lambda *args: recorded.append(("file", args)))
-    monkeypatch.setattr(dispatch, "copies_delete_send", lambda *args: recorded.append(("copies", args)))
-    monkeypatch.setattr(dispatch, "served_queues", set)
-    return recorded
 
 
 def test_the_reaper_sends_again_at_once_what_a_broker_without_its_data_lost(

@@ -11,7 +11,6 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
-from runs import dispatch
 from runs.choices import CopiesState, FileState
 from runs.copies import run_copies_delete, run_copies_to_delete
 from runs.engine import file_claim, file_finish, run_space_problem
@@ -25,21 +24,10 @@ from sites.roles import membership_grant
 from tests.challenges.factories import ActivityFactory, TargetFactory
 from tests.sites.factories import ExperimentFactory, SiteFactory, StorageEndpointFactory, UserFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sent")]
 
 SOURCE = "root://127.0.0.1:31000//data"
 DESTINATION = "root://127.0.0.1:31002//data"
-
-
-@pytest.fixture(autouse=True)
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
-    """The tasks the code would send, recorded instead."""
-    sent: list[tuple[str, tuple[Any, ...]]] = []
-    monkeypatch.setattr(dispatch, "prepare_send", lambda *args: sent.append(("prepare", args)))
-    monkeypatch.setattr(dispatch, "file_send", lambda *args: sent.append(("file", args)))
-    monkeypatch.setattr(dispatch, "copies_delete_send", lambda *args: sent.append(("copies", args)))
-    monkeypatch.setattr(dispatch, "served_queues", set)
-    return sent
 
 
 @pytest.fixture
