@@ -34,6 +34,7 @@ ABANDON_AFTER = 10.0  # seconds a cancelled operation may take to come back befo
 # Seconds a copy without its first byte may still wait once the copies ahead of it on its link have ended and a later
 # one has ended too: a server's queue has emptied by then (XRootD starts a queued TPC within about a second).
 OVERTAKEN_GRACE = 30.0
+OVERTAKEN_LOOK = 2.0  # seconds between two looks at the peers of a copy without its first byte
 
 
 @dataclass
@@ -47,7 +48,7 @@ class CopyPeers:
     """The copies of one process, by link (source and destination host): what `overtaken` needs to tell a copy that
     waits in a server's queue from one that is stuck. Thread-safe; ended copies are forgotten after an hour."""
 
-    KEEP = 3600.0
+    KEEP = 1800.0  # an ended copy older than this tells nothing: the copies it overtook were stopped by their bound
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -124,6 +125,7 @@ class StallGuard:
         self.first_byte_within = first_byte_within or seconds
         self.overtaken = overtaken  # seconds since later copies on its link overtook it (CopyPeers), or None
         self.stuck = False  # fired before the first byte because the copy was overtaken
+        self.looked = 0.0  # when the peers were last asked
         self.began = time.monotonic()
         self.lock = threading.Lock()
         self.last = time.monotonic()
@@ -181,9 +183,12 @@ class StallGuard:
         return result["value"]  # type: ignore[no-any-return]
 
     def _left_behind(self) -> bool:
-        """No byte yet, and overtaken on its link for OVERTAKEN_GRACE s: stuck, not queued."""
-        if self.bytes or self.overtaken is None:
+        """No byte yet, and overtaken on its link for OVERTAKEN_GRACE s: stuck, not queued. Asked of the peers at
+        most every OVERTAKEN_LOOK s (they are every copy of the process: a look walks them all)."""
+        now = time.monotonic()
+        if self.bytes or self.overtaken is None or now - self.looked < OVERTAKEN_LOOK:
             return False
+        self.looked = now
         since = self.overtaken()
         return since is not None and since >= OVERTAKEN_GRACE
 
