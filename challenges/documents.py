@@ -23,6 +23,7 @@ from sites.models import Experiment, Site
 
 from . import validation
 from .choices import ActivityKind, CopyMode
+from .injection import injection_settings_problems
 from .models import ACTIVITY_PLAN_FIELDS, Challenge, Target
 from .thresholds import thresholds_problems
 
@@ -39,7 +40,7 @@ DOCUMENT_KEYS = (
     "activities",
 )
 DOCUMENT_REQUIRED_KEYS = ("name", "slug", "start", "end", "activities")
-ACTIVITY_KEYS = ("name", *ACTIVITY_PLAN_FIELDS, "targets")
+ACTIVITY_KEYS = ("name", *ACTIVITY_PLAN_FIELDS, "injection", "targets")
 ACTIVITY_REQUIRED_KEYS = ("name", "experiment", "mode", "kind", "start", "end", "targets")
 TARGET_KEYS = ("site", "direction", "link", "rate", "nominal_rate", "factors")
 LINK_KEYS = ("from", "to")
@@ -102,6 +103,7 @@ class ActivityEntry:
     copy_mode: str = ""
     auto_run: bool = False
     ddm_activities: list[str] = field(default_factory=list)
+    injection: dict[str, Any] = field(default_factory=dict)  # challenges.injection's settings it overrides
     targets: list[TargetEntry] = field(default_factory=list)
 
 
@@ -434,6 +436,8 @@ class _Validator:
         auto_run = mapping.get("auto_run")
         if auto_run is not None and not isinstance(auto_run, bool):
             self.add(f"{place}.auto_run", f"must be true or false, not {auto_run!r}")
+        for key, problem in injection_settings_problems(mapping.get("injection")):
+            self.add(f"{place}.{key}", problem)
         targets = self._targets(mapping, place, experiment)
         if len(self._errors) != errors_before:
             return None
@@ -448,6 +452,7 @@ class _Validator:
             copy_mode=copy_mode,
             auto_run=bool(auto_run),
             ddm_activities=list(mapping.get("ddm_activities") or []),
+            injection=dict(mapping.get("injection") or {}),
             targets=targets,
             **integers,
         )

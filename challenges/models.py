@@ -102,6 +102,12 @@ class Activity(models.Model):
         blank=True,
         help_text='the FTS / Rucio activity names whose transfers count for it (e.g. "T0 Export"); empty: any',
     )
+    injection = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Rucio load injection settings where they differ from the defaults (challenges.injection): "
+        "interval, fudge, max_injection, expiration_delay, rule_lifetime, big_first, dry_run, comments",
+    )
 
     objects = ActivityQuerySet.as_manager()
 

@@ -27,7 +27,7 @@ CHALLENGE_FIELDS = (
     "compare_with",
     "alert_thresholds",
 )
-ACTIVITY_FIELDS = ACTIVITY_PLAN_FIELDS
+ACTIVITY_FIELDS = (*ACTIVITY_PLAN_FIELDS, "injection")
 TARGET_FIELDS = ("rate", "nominal_rate", "factors")
 ACTIVITY_OPTIONAL_FIELDS = ("file_size", "file_count", "concurrency")
 
@@ -140,6 +140,8 @@ def _activity_export(activity: Activity) -> dict[str, Any]:
     document["auto_run"] = activity.auto_run
     if activity.ddm_activities:
         document["ddm_activities"] = list(activity.ddm_activities)
+    if activity.injection:
+        document["injection"] = dict(activity.injection)
     document["targets"] = [_target_export(target) for target in activity.targets.all()]
     return document
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("<slug:slug>/", views.challenge_clock, name="clock"),
     path("<slug:slug>/edit/", views.challenge_edit, name="edit"),
     path("<slug:slug>/load/", views.challenge_load, name="load"),
+    path("<slug:slug>/injection-plans/", views.challenge_injection_plans, name="injection_plans"),
     path("<slug:slug>/calendar.ics", views.challenge_calendar, name="calendar"),
     path("<slug:slug>/activities/new/", views.activity_create, name="activity_create"),
     path("<slug:slug>/activities/<int:pk>/edit/", views.activity_edit, name="activity_edit"),

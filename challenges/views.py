@@ -29,7 +29,7 @@ from sites.models import Site
 from sites.roles import user_is_coordinator
 from sites.tokens import token_authenticate
 
-from . import charts, selectors
+from . import charts, injection, selectors
 from .calendar import activities_calendar
 from .conflicts import challenge_conflicts
 from .forms import ActivityForm, ChallengeForm, TargetForm
@@ -155,6 +155,24 @@ def challenge_clock(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 ACTIVITY_COLUMNS = ["name", "experiment", "mode", "kind", "start", "end", "source", "targets"]
+
+
+@read_access
+def challenge_injection_plans(request: HttpRequest, slug: str) -> HttpResponse:
+    """Rucio load injection plans from the clock, the unit they use and the links that give none; ?format=csv is
+    the file Rucio's CLI imports."""
+    challenge = get_object_or_404(selectors.challenges_visible(user=request.user), slug=slug)
+    plans, problems = injection.injection_plans(challenge=challenge, user=request.user)
+    if export_requested(request):
+        return table_response(
+            request,
+            name=f"{slug}-injection-plans",
+            columns=injection.RUCIO_CSV_COLUMNS,
+            rows=injection.injection_csv_rows(plans=plans),
+            json_rows=[injection.injection_plan_dict(plan) for plan in plans],
+        )
+    context = {"challenge": challenge, "plans": plans, "problems": problems, "unit_note": injection.UNIT_NOTE}
+    return render(request, "challenges/injection_plans.html", context)
 
 
 def _activity_rows(activities: list[Activity]) -> list[dict[str, Any]]:

@@ -300,6 +300,7 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
         error_message = _message_bounded(error_message)
     _duration_check((end - start).total_seconds())
     ddm_activity = _ddm_activity(item.get("activity") or metadata.get("activity"), "activity")
+    failed = state != OK
     return RecordRow(
         experiment_id=experiment,
         source_site_id=source_site,
@@ -319,7 +320,21 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
         source_host=source_host,
         destination_host=destination_host,
         ddm_activity=ddm_activity,
+        fts_error_category=_fts_scheme(item.get("tr_error_category")) if failed else "",
+        error_scope=_fts_scheme(item.get("tr_error_scope")) if failed else "",
+        failure_phase=_fts_scheme(item.get("t_failure_phase")) if failed else "",
     )
+
+
+FTS_SCHEME_LENGTH = 64  # TransferRecord.fts_error_category, error_scope, failure_phase
+
+
+def _fts_scheme(value: Any) -> str:
+    """FTS's category, scope or phase of a failure (tr_error_category, tr_error_scope, t_failure_phase): upper case
+    as FTS writes them; "" when absent or not a string (a monitoring detail: never a reason to lose the record)."""
+    if type(value) is not str or not value:
+        return ""
+    return value.replace("\x00", "").strip().upper()[:FTS_SCHEME_LENGTH]
 
 
 def _ddm_activity(value: Any, name: str) -> str:

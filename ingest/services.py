@@ -16,7 +16,10 @@ from results.rows import RecordRow
 from results.services import RECORDS_LOCK, record_rows_store
 from sites.roles import user_experiment_ids, user_is_coordinator
 
+from .optimizer import optimizer_items_ingest
 from .parsers import FORMATS, ItemError, Registry, Skip, parse_fts, parse_perfsonar, parse_rucio
+
+OPTIMIZER_FORMAT = "fts-optimizer"
 
 
 class BodyError(ValueError):
@@ -83,7 +86,7 @@ def _parser(format: str) -> Parser:
         return lambda item, registry, default: parse_rucio(item, registry, default_experiment=default)
     if format == "perfsonar":
         return lambda item, registry, default: parse_perfsonar(item, registry, default_experiment=default)
-    raise ValueError(f"format: one of {', '.join(FORMATS)}, not {format!r}")
+    raise ValueError(f"format: one of {', '.join((*FORMATS, OPTIMIZER_FORMAT))}, not {format!r}")
 
 
 def ingest_items(
@@ -98,14 +101,17 @@ def ingest_items(
     their index and reason, items of no transfer counted as skipped. A DDM service may send only its own
     experiment's records (an item of another is rejected); coordinators any, and so may the operator of the
     management commands (user None). Items that name no experiment (single-VO Rucio, perfSONAR) get the DDM
-    service's own, else default_experiment."""
-    parse = _parser(format)
+    service's own, else default_experiment. Format "fts-optimizer": FTS optimizer decisions (ingest.optimizer)."""
+    parse = _parser(format) if format != OPTIMIZER_FORMAT else None
     registry = registry or Registry.load()
     allowed: set[int] | None = None
     if user is not None and not user_is_coordinator(user=user):
         allowed = user_experiment_ids(user=user)
     default = next(iter(allowed)) if allowed is not None and len(allowed) == 1 else default_experiment
     result = IngestResult()
+    if parse is None:  # FTS optimizer decisions, not records: ingest.optimizer
+        optimizer_items_ingest(items=items, allowed=allowed, registry=registry, result=result)
+        return result
     records: list[RecordRow] = []
     for index, item in enumerate(items):
         try:

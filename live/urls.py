@@ -6,6 +6,7 @@ app_name = "live"
 
 urlpatterns = [
     path("<slug:slug>/now/", views.challenge_now, name="now"),
+    path("<slug:slug>/links/", views.challenge_links_page, name="links"),
     path(
         "<slug:slug>/now/alerts/<int:pk>/acknowledge/",
         views.alert_act,

@@ -1,4 +1,5 @@
-"""The now board's page (`/challenges/SLUG/now/`, its board refreshed every 30 s by HTMX) and the alerts' buttons."""
+"""The now board's page (`/challenges/SLUG/now/`, its board refreshed every 30 s by HTMX), the alerts' buttons and
+the link panel's page (`/challenges/SLUG/links/`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from challenges.selectors import challenges_visible
 from challenges.views import read_access
 from common.units import rate_text
 
+from .links import challenge_links
 from .now import now_board
 from .selectors import alerts_visible
 from .services import alert_acknowledge, alert_silence
@@ -63,6 +65,14 @@ def challenge_now(request: HttpRequest, slug: str) -> HttpResponse:
     context = _board_context(request, slug)
     template = "live/now_board.html" if getattr(request, "htmx", False) else "live/now.html"
     return render(request, template, context)
+
+
+@read_access
+def challenge_links_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The link panel: every link's rates against its target, FTS's optimizer, what limits it, its failures."""
+    challenge = get_object_or_404(challenges_visible(user=request.user), slug=slug)
+    panel = challenge_links(challenge=challenge, user=request.user, window_errors=True)
+    return render(request, "live/links.html", {"challenge": challenge, "panel": panel})
 
 
 @require_POST

@@ -26,7 +26,7 @@ from plotly import colors
 from challenges.models import Activity, Challenge
 from sites.models import Site
 
-from .choices import ErrorCategory, RecordState
+from .choices import ErrorCategory, Origin, RecordState
 from .models import FailureRule, TransferRecord, validate_failure_pattern
 from .rows import RecordRow
 
@@ -75,24 +75,66 @@ def _categories_of_batch() -> Callable[[str], str]:
     return category_of
 
 
+# --- FTS's scheme of a failure ----------------------------------------------------------------------------------
+# FTS says of a failed transfer its category (tr_error_category), scope (tr_error_scope: SOURCE, DESTINATION,
+# TRANSFER, GENERAL_FAILURE) and phase (t_failure_phase: TRANSFER_PREPARATION, TRANSFER, TRANSFER_FINALIZATION).
+# The portal's own runs (origin "probe") begin their error message with a cause (runs/probes/transfer.py): that cause
+# is given FTS's fields WHEN THE RECORD IS STORED (records_store, record_rows_store), so that failures of both
+# group by one scheme in plain SQL. A probe failure of another cause: OTHER / GENERAL_FAILURE / TRANSFER.
+
+FtsScheme = tuple[str, str, str]  # (category, scope, phase)
+PROBE_FTS_SCHEME: dict[str, FtsScheme] = {
+    "destination refused the write": ("PERMISSION_DENIED", "DESTINATION", "TRANSFER_PREPARATION"),
+    "source file missing": ("FILE_NOT_FOUND", "SOURCE", "TRANSFER_PREPARATION"),
+    "checksum mismatch": ("CHECKSUM_MISMATCH", "TRANSFER", "TRANSFER_FINALIZATION"),
+    "stalled": ("TIMEOUT", "TRANSFER", "TRANSFER"),
+    "destination exists": ("FILE_EXISTS", "DESTINATION", "TRANSFER_PREPARATION"),
+    "destination full": ("NO_SPACE_LEFT", "DESTINATION", "TRANSFER"),
+    "timed out": ("TIMEOUT", "TRANSFER", "TRANSFER"),
+    "cancelled": ("CANCELED", "TRANSFER", "TRANSFER"),
+}
+PROBE_FTS_OTHER: FtsScheme = ("OTHER", "GENERAL_FAILURE", "TRANSFER")
+
+
+def probe_fts_scheme(message: str) -> FtsScheme:
+    """FTS's (category, scope, phase) of a portal run's failure, from the cause its message begins with."""
+    lowered = (message or "").lower()
+    for cause, scheme in PROBE_FTS_SCHEME.items():
+        if lowered.startswith(cause):
+            return scheme
+    return PROBE_FTS_OTHER
+
+
 def failure_categorize_records(records: Iterable[TransferRecord]) -> None:
     """Set error_category on unsaved records (one query for the rules): failed ones by the rules, the others
-    blank. records_store calls this before inserting a batch."""
+    blank; failed records of the portal's runs without FTS's fields get them (probe_fts_scheme). records_store
+    calls this before inserting a batch."""
     category_of = _categories_of_batch()
     for record in records:
-        record.error_category = category_of(record.error_message) if record.state == RecordState.FAILED else ""
+        failed = record.state == RecordState.FAILED
+        record.error_category = category_of(record.error_message) if failed else ""
+        if failed and record.origin == Origin.PROBE and not record.fts_error_category:
+            scheme = probe_fts_scheme(record.error_message)
+            record.fts_error_category, record.error_scope, record.failure_phase = scheme
 
 
 def failure_categorize_rows(rows: Sequence[RecordRow]) -> list[RecordRow]:
     """The rows with their error_category: failed ones by the rules (one query, only when a row failed), the others
-    blank. record_rows_store calls this before inserting a batch."""
+    blank; failed rows of the portal's runs get FTS's fields (probe_fts_scheme). record_rows_store calls this
+    before inserting a batch."""
     failed = RecordState.FAILED.value
     category_of = _categories_of_batch()
     categorized = list(rows)
-    for index, row in enumerate(categorized):
+    probe = Origin.PROBE.value
+    for index, row in enumerate(rows):
         category = category_of(row.error_message) if row.state == failed else ""
         if row.error_category != category:
             categorized[index] = row._replace(error_category=category)
+        if row.state == failed and row.origin == probe and not row.fts_error_category:
+            scheme = probe_fts_scheme(row.error_message)
+            categorized[index] = categorized[index]._replace(
+                fts_error_category=scheme[0], error_scope=scheme[1], failure_phase=scheme[2]
+            )
     return categorized
 
 
@@ -193,6 +235,9 @@ class LinkCauses:
     mode: str
     counts: dict[str, int] = field(default_factory=dict)
     messages: list[tuple[str, int]] = field(default_factory=list)
+    # FTS's scheme beside the portal's categories: (category, scope, phase, failures), most failures first; blank
+    # fields where the record carries none (Rucio, perfSONAR, FTS messages without them).
+    fts_causes: list[tuple[str, str, str, int]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -224,6 +269,21 @@ class ChallengeFailures:
             for m, n in link.messages
         ]
 
+    def fts_rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "source": link.source,
+                "destination": link.destination,
+                "mode": link.mode,
+                "category": category,
+                "scope": scope,
+                "phase": phase,
+                "failures": count,
+            }
+            for link in self.links
+            for category, scope, phase, count in link.fts_causes
+        ]
+
     def hourly_rows(self) -> list[dict[str, Any]]:
         return [
             {"hour": hour, "category": category, "failures": count}
@@ -241,8 +301,9 @@ def challenge_failed_records(
 
 
 def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> ChallengeFailures:
-    """Counts per category and the most common messages per link and mode, and failures per hour and category
-    (four queries, whatever the number of links), of these experiments only (see challenge_failed_records)."""
+    """Counts per category, per FTS category, scope and phase, and the most common messages per link and mode,
+    and failures per hour and category (five queries, whatever the number of links), of these experiments only
+    (see challenge_failed_records)."""
     if experiment_ids is not None and not experiment_ids:  # no experiment to read (and an empty IN cannot be SQL)
         return ChallengeFailures(links=[], categories=[], hourly={})
     failed = challenge_failed_records(challenge=challenge, experiment_ids=experiment_ids)
@@ -285,6 +346,11 @@ def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[i
         present.add(row["error_category"])
     for row in messages:
         link_of(row).messages.append((row["message"], row["n"]))
+    scheme = ("fts_error_category", "error_scope", "failure_phase")
+    for row in (
+        failed.values(*link, *scheme).annotate(n=Count("id")).order_by(*link, "-n", *scheme)  # type: ignore[misc]
+    ):
+        link_of(row).fts_causes.append((*(row[name] for name in scheme), row["n"]))  # type: ignore[arg-type]
     hourly: dict[str, list[tuple[datetime, int]]] = {}
     for row in (
         failed.annotate(hour=TruncHour("end"), category=F("error_category"))

@@ -241,7 +241,7 @@ def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
 @read_access
 def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
     """Per link and mode: failures per category and the most common messages; failures per hour and category.
-    Exports: ?table=causes (default), messages or hourly."""
+    FTS's category, scope and phase beside them. Exports: ?table=causes (default), messages, fts or hourly."""
     challenge = get_object_or_404(Challenge, slug=slug)
     experiment = _experiment(request)
     result = failures.failures_for_challenge(challenge=challenge, experiment_ids=_experiment_ids(request, experiment))
@@ -250,6 +250,9 @@ def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
         if table == "messages":
             columns = ["source", "destination", "mode", "message", "count"]
             return table_response(request, name=f"{slug}-failure-messages", columns=columns, rows=result.message_rows())
+        if table == "fts":
+            columns = ["source", "destination", "mode", "category", "scope", "phase", "failures"]
+            return table_response(request, name=f"{slug}-failures-fts", columns=columns, rows=result.fts_rows())
         if table == "hourly":
             columns = ["hour", "category", "failures"]
             return table_response(request, name=f"{slug}-failures-hourly", columns=columns, rows=result.hourly_rows())

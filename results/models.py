@@ -73,6 +73,17 @@ class TransferRecord(models.Model):
     ddm_activity = models.CharField(
         max_length=64, blank=True, help_text='the FTS / Rucio activity name ("T0 Export", "Data Challenge")'
     )
+    # FTS's own scheme of a failure (transfer-complete messages: tr_error_category, tr_error_scope,
+    # t_failure_phase); the portal's runs get theirs from results.failures.PROBE_FTS_SCHEME when stored.
+    fts_error_category = models.CharField(
+        max_length=64, blank=True, default="", help_text="FTS tr_error_category (COMMUNICATION_ERROR, ...)"
+    )
+    error_scope = models.CharField(
+        max_length=64, blank=True, default="", help_text="FTS tr_error_scope (SOURCE, DESTINATION, TRANSFER)"
+    )
+    failure_phase = models.CharField(
+        max_length=64, blank=True, default="", help_text="FTS t_failure_phase (TRANSFER_PREPARATION, TRANSFER, ...)"
+    )
 
     objects = ExperimentRestrictedQuerySet.as_manager()
 
@@ -272,3 +283,48 @@ class RollupVersion(models.Model):
 
     def __str__(self) -> str:
         return f"experiment {self.experiment_id}: v{self.version}"
+
+
+class OptimizerDecision(models.Model):
+    """One decision of FTS's optimizer on a link (a row of FTS's t_optimizer_evolution): how many transfers it lets
+    run at once, and why. Sites are matched from the storage elements' hosts as transfer records' are (NULL: no
+    registered endpoint had that host when it came in). Stored by results.services.optimizer_decisions_store."""
+
+    experiment = models.ForeignKey(
+        Experiment, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
+    source_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    destination_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    source_se = models.CharField(max_length=512, help_text="FTS source_se: davs://host, root://host:port ...")
+    dest_se = models.CharField(max_length=512, help_text="FTS dest_se")
+    source_host = models.CharField(max_length=255, blank=True)
+    destination_host = models.CharField(max_length=255, blank=True)
+    at = models.DateTimeField(help_text="FTS datetime: when the optimizer decided")
+    ema = models.FloatField(null=True, blank=True, help_text="exponential moving average of the throughput, B/s")
+    active = models.PositiveIntegerField(help_text="the active transfers the optimizer allows from now on")
+    actual_active = models.PositiveIntegerField(null=True, blank=True, help_text="transfers running when it decided")
+    queue_size = models.PositiveIntegerField(null=True, blank=True, help_text="files waiting on the link")
+    throughput = models.FloatField(null=True, blank=True, help_text="bytes per second")
+    success = models.FloatField(null=True, blank=True, help_text="success rate, percent")
+    filesize_avg = models.FloatField(null=True, blank=True, help_text="bytes")
+    filesize_stddev = models.FloatField(null=True, blank=True, help_text="bytes")
+    rationale = models.TextField(blank=True)
+    diff = models.IntegerField(null=True, blank=True, help_text="change of active transfers by this decision")
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.FTS)
+
+    objects = ExperimentRestrictedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            # A decision sent twice (a retried batch, a redelivered STOMP message) is stored once.
+            models.UniqueConstraint(
+                fields=["origin", "experiment", "source_se", "dest_se", "at"],
+                name="optimizer_decision_unique",
+                nulls_distinct=False,
+            ),
+        ]
+        indexes = [models.Index(fields=["source_site", "destination_site", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.source_se} -> {self.dest_se} at {self.at:%Y-%m-%d %H:%M}: {self.active} active"

@@ -38,3 +38,31 @@ class RecordRow(NamedTuple):
     attempt: int = 1
     activity_id: int | None = None
     ddm_activity: str = ""
+    fts_error_category: str = ""
+    error_scope: str = ""
+    failure_phase: str = ""
+
+
+class DecisionRow(NamedTuple):
+    """An FTS optimizer decision as ingestion hands it to results.services.optimizer_decisions_store: the columns of
+    results_optimizerdecision but the id, in the model's order (a test keeps it the same as OptimizerDecision)."""
+
+    experiment_id: int | None = None
+    source_site_id: int | None = None
+    destination_site_id: int | None = None
+    source_se: str = ""
+    dest_se: str = ""
+    source_host: str = ""
+    destination_host: str = ""
+    at: datetime | None = None
+    ema: float | None = None
+    active: int | None = None
+    actual_active: int | None = None
+    queue_size: int | None = None
+    throughput: float | None = None
+    success: float | None = None
+    filesize_avg: float | None = None
+    filesize_stddev: float | None = None
+    rationale: str = ""
+    diff: int | None = None
+    origin: str = "fts"

@@ -24,9 +24,9 @@ from sites.selectors import endpoint_for_url
 from .attribution import batch_attribute_sql
 from .choices import Origin
 from .failures import failure_categorize_records, failure_categorize_rows
-from .models import ERROR_MESSAGE_LENGTH, TransferRecord
+from .models import ERROR_MESSAGE_LENGTH, OptimizerDecision, TransferRecord
 from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
-from .rows import RecordRow
+from .rows import DecisionRow, RecordRow
 
 
 @lru_cache(maxsize=4096)
@@ -197,3 +197,29 @@ def _rows_store(rows: Sequence[tuple[object, ...]]) -> int:
     if stored:
         rollup_add_sql(records=f"SELECT {ROLLUP_COLUMNS} FROM record_new")
     return stored
+
+
+# --- FTS optimizer decisions ------------------------------------------------------------------------------------
+
+_DECISION_FIELDS = [field for field in OptimizerDecision._meta.concrete_fields if not field.primary_key]
+_DECISION_COLUMNS = ", ".join(f'"{field.column}"' for field in _DECISION_FIELDS)
+DECISIONS_PER_STATEMENT = 1000
+
+
+@transaction.atomic
+def optimizer_decisions_store(*, rows: Sequence[DecisionRow]) -> StoreSummary:
+    """Store FTS optimizer decisions once: a decision already stored (same origin, experiment, storage elements
+    and time), or repeated in the batch, is a duplicate and stores nothing. Decisions touch no rollup."""
+    stored = 0
+    placeholders = "(" + ", ".join(["%s"] * len(_DECISION_FIELDS)) + ")"
+    with connection.cursor() as cursor:
+        for first in range(0, len(rows), DECISIONS_PER_STATEMENT):
+            chunk = rows[first : first + DECISIONS_PER_STATEMENT]
+            cursor.execute(
+                f"INSERT INTO {OptimizerDecision._meta.db_table} ({_DECISION_COLUMNS}) VALUES "
+                + ", ".join([placeholders] * len(chunk))
+                + " ON CONFLICT DO NOTHING",
+                [value for row in chunk for value in row],
+            )
+            stored += int(cursor.rowcount)
+    return StoreSummary(stored=stored, duplicates=len(rows) - stored)

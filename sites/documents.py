@@ -38,7 +38,7 @@ SITE_KEYS = (
     "network_hosts",
 )
 SITE_REQUIRED_KEYS = ("name", "tier", "country")
-ENDPOINT_KEYS = ("url", "implementation", "kind", "tpc_modes", "rse")
+ENDPOINT_KEYS = ("url", "implementation", "kind", "tpc_modes", "rse", "experiments")
 CAPACITY_FLOAT_KEYS = ("network_rate", "tape_drive_rate")
 # The largest value each integer column holds (PositiveIntegerField, PositiveBigIntegerField).
 CAPACITY_INTEGER_KEYS = {
@@ -89,6 +89,8 @@ class EndpointEntry:
     kind: str = EndpointKind.DISK.value
     tpc_modes: list[str] = field(default_factory=list)
     rse_names: list[str] = field(default_factory=list)
+    # The experiments it serves (names as written, each among its site's); empty: all of its site's.
+    experiments: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -311,7 +313,7 @@ class _Validator:
         endpoints = [
             endpoint
             for index, entry in enumerate(self._list(mapping.get("endpoints"), f"{place}.endpoints"))
-            if (endpoint := self._endpoint(entry, f"{place}.endpoints[{index}]", name)) is not None
+            if (endpoint := self._endpoint(entry, f"{place}.endpoints[{index}]", name, experiments)) is not None
         ]
         network_hosts = self._network_hosts(mapping.get("network_hosts"), f"{place}.network_hosts", name)
         if len(self._errors) != errors_before:
@@ -365,7 +367,9 @@ class _Validator:
                 values[key] = int(number)
         return CapacityEntry(**values)
 
-    def _endpoint(self, entry: Any, place: str, site_name: str) -> EndpointEntry | None:
+    def _endpoint(
+        self, entry: Any, place: str, site_name: str, site_experiments: list[tuple[str, str]]
+    ) -> EndpointEntry | None:
         mapping = self._mapping(entry, place)
         if mapping is None:
             return None
@@ -402,6 +406,7 @@ class _Validator:
         )
         rse_names = self._strings(mapping.get("rse"), f"{place}.rse", max_length=RSE_LENGTH)
         self._rses.extend((next(self._order), rse_place, rse, site_name) for rse_place, rse in rse_names)
+        experiments = self._endpoint_experiments(mapping.get("experiments"), f"{place}.experiments", site_experiments)
         if len(self._errors) != errors_before or not isinstance(url, str):
             return None
         return EndpointEntry(
@@ -410,7 +415,21 @@ class _Validator:
             kind=kind,
             tpc_modes=[mode for _, mode in tpc_modes],
             rse_names=[rse for _, rse in rse_names],
+            experiments=experiments,
         )
+
+    def _endpoint_experiments(self, value: Any, place: str, site_experiments: list[tuple[str, str]]) -> list[str]:
+        """An endpoint serves some of its site's experiments: a name the site does not list is an error (the
+        site's list is checked against the registry where it is given)."""
+        served = {name.lower(): name for _, name in site_experiments}
+        listed = ", ".join(served.values()) or "none"
+
+        def problem(name: str) -> str | None:
+            if name.lower() in served:
+                return None
+            return f"no experiment named {name!r} among this site's experiments ({listed}): add it to the site's"
+
+        return [served[name.lower()] for _, name in self._strings(value, place, ignore_case=True, check=problem)]
 
     def _network_hosts(self, value: Any, place: str, site_name: str) -> list[str]:
         addresses = self._strings(value, place, max_length=ADDRESS_LENGTH, check=_network_host_problem)

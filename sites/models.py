@@ -67,6 +67,12 @@ class StorageEndpoint(models.Model):
     kind = models.CharField(max_length=8, choices=EndpointKind.choices, default=EndpointKind.DISK)
     tpc_modes = ArrayField(models.CharField(max_length=8, choices=TpcMode.choices), default=list, blank=True)
     rse_names = ArrayField(models.CharField(max_length=128), default=list, blank=True)
+    experiments = models.ManyToManyField(
+        Experiment,
+        related_name="storage_endpoints",
+        blank=True,
+        help_text="the experiments this endpoint serves (its RSEs are theirs); empty: all of its site's",
+    )
 
     class Meta:
         ordering = ["site__name", "url"]

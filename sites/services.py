@@ -73,7 +73,8 @@ def sites_import(*, document: dict[str, Any]) -> ImportSummary:
     sites = _sites_upsert(entries=parsed.sites, counts=summary.sites)
     _site_experiments_set(entries=parsed.sites, sites=sites, experiments=experiments)
     _capacities_upsert(entries=parsed.sites, sites=sites, counts=summary.capacities)
-    _endpoints_upsert(entries=parsed.sites, sites=sites, counts=summary.endpoints)
+    endpoints = _endpoints_upsert(entries=parsed.sites, sites=sites, counts=summary.endpoints)
+    _endpoint_experiments_set(entries=parsed.sites, endpoints=endpoints, experiments=experiments)
     _network_hosts_upsert(entries=parsed.sites, sites=sites, counts=summary.network_hosts)
     return summary
 
@@ -89,7 +90,12 @@ def sites_export(*, sites: QuerySet[Site] | None = None) -> dict[str, Any]:
     queryset = (Site.objects.all() if sites is None else sites).select_related("capacity").prefetch_related(None)
     queryset = queryset.prefetch_related(
         Prefetch("experiments", queryset=Experiment.objects.order_by("name")),
-        Prefetch("endpoints", queryset=StorageEndpoint.objects.order_by("url")),
+        Prefetch(
+            "endpoints",
+            queryset=StorageEndpoint.objects.order_by("url").prefetch_related(
+                Prefetch("experiments", queryset=Experiment.objects.order_by("name"))
+            ),
+        ),
         Prefetch("network_hosts", queryset=NetworkHost.objects.order_by("address")),
     )
     site_documents = [_site_export(site) for site in queryset]
@@ -133,6 +139,9 @@ def _endpoint_export(endpoint: StorageEndpoint) -> dict[str, Any]:
         document["tpc_modes"] = list(endpoint.tpc_modes)
     if endpoint.rse_names:
         document["rse"] = list(endpoint.rse_names)
+    experiments = [experiment.name for experiment in endpoint.experiments.all()]
+    if experiments:
+        document["experiments"] = experiments
     return document
 
 
@@ -208,7 +217,10 @@ def _capacities_upsert(*, entries: list[SiteEntry], sites: dict[str, Site], coun
     counts.created, counts.updated = len(created), len(updated)
 
 
-def _endpoints_upsert(*, entries: list[SiteEntry], sites: dict[str, Site], counts: RowCounts) -> None:
+def _endpoints_upsert(
+    *, entries: list[SiteEntry], sites: dict[str, Site], counts: RowCounts
+) -> dict[str, StorageEndpoint]:
+    """Upsert the endpoints by URL and delete those the document leaves out; return them by URL."""
     existing = {endpoint.url: endpoint for endpoint in StorageEndpoint.objects.filter(site__in=sites.values())}
     created: list[StorageEndpoint] = []
     updated: list[StorageEndpoint] = []
@@ -225,6 +237,21 @@ def _endpoints_upsert(*, entries: list[SiteEntry], sites: dict[str, Site], count
     StorageEndpoint.objects.bulk_update(updated, ENDPOINT_FIELDS)
     StorageEndpoint.objects.bulk_create(created)
     counts.created, counts.updated = len(created), len(updated)
+    return {endpoint.url: endpoint for endpoint in (*updated, *created)}
+
+
+def _endpoint_experiments_set(
+    *, entries: list[SiteEntry], endpoints: dict[str, StorageEndpoint], experiments: dict[str, Experiment]
+) -> None:
+    """Each endpoint serves exactly the experiments its entry lists (validation made them its site's)."""
+    through = StorageEndpoint.experiments.through
+    through.objects.filter(storageendpoint__in=endpoints.values()).delete()
+    through.objects.bulk_create(
+        through(storageendpoint_id=endpoints[endpoint.url].pk, experiment_id=experiments[name.lower()].pk)
+        for entry in entries
+        for endpoint in entry.endpoints
+        for name in endpoint.experiments
+    )
 
 
 def _network_hosts_upsert(*, entries: list[SiteEntry], sites: dict[str, Site], counts: RowCounts) -> None:

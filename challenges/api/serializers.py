@@ -69,6 +69,9 @@ class ActivitySerializer(serializers.ModelSerializer[Activity]):
         slug_field="name", queryset=Site.objects.all(), required=False, allow_null=True
     )
     targets = TargetSerializer(many=True, read_only=True)
+    injection = serializers.JSONField(
+        read_only=True, help_text="Rucio load injection settings it overrides; set through the plan document"
+    )
 
     class Meta:
         model = Activity
@@ -77,6 +80,7 @@ class ActivitySerializer(serializers.ModelSerializer[Activity]):
             "challenge",
             "name",
             *ACTIVITY_PLAN_FIELDS,
+            "injection",
             "targets",
         ]
 
@@ -112,3 +116,42 @@ class ChallengeSerializer(serializers.ModelSerializer[Challenge]):
         challenge = Challenge(**{**current, **attrs})
         _checked(challenge, services.challenge_check, challenge=challenge)
         return attrs
+
+
+class InjectionPlanSerializer(serializers.Serializer[Any]):
+    """One Rucio load injection plan (challenges.injection.InjectionPlan)."""
+
+    activity = serializers.CharField()
+    experiment = serializers.CharField()
+    source = serializers.CharField(help_text="the source site")  # type: ignore[assignment]  # shadows Field.source
+    destination = serializers.CharField(help_text="the destination site")
+    src_rse = serializers.CharField()
+    dest_rse = serializers.CharField()
+    inject_rate = serializers.IntegerField(help_text="Mbps as Rucio's submitter reads it: bytes/s x 8 / 10^6")
+    inject_rate_bytes = serializers.FloatField(help_text="bytes per second")
+    start_time = serializers.DateTimeField()
+    end_time = serializers.DateTimeField()
+    interval = serializers.IntegerField(help_text="seconds")
+    fudge = serializers.FloatField()
+    max_injection = serializers.FloatField()
+    expiration_delay = serializers.IntegerField(help_text="seconds")
+    rule_lifetime = serializers.IntegerField(help_text="seconds")
+    big_first = serializers.BooleanField()
+    dry_run = serializers.BooleanField()
+    comments = serializers.CharField()
+
+
+class InjectionProblemSerializer(serializers.Serializer[Any]):
+    """A link of the plan that gives no injection plan, and what to do about it."""
+
+    activity = serializers.CharField()
+    experiment = serializers.CharField()
+    place = serializers.CharField(help_text='"SOURCE -> DESTINATION"')
+    problem = serializers.CharField()
+
+
+class InjectionPlansSerializer(serializers.Serializer[Any]):
+    unit = serializers.CharField(help_text="the unit of inject_rate: Mbps")
+    unit_note = serializers.CharField()
+    plans = InjectionPlanSerializer(many=True)
+    problems = InjectionProblemSerializer(many=True)

@@ -7,21 +7,24 @@ import django_filters
 from django.db.models import Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from challenges import documents, plan
+from challenges import documents, injection, plan
 from challenges.models import Activity, Challenge, Target
 from sites.models import Experiment
 from sites.permissions import PlanPermission
 from sites.roles import visible_experiment_ids
 
-from .serializers import ActivitySerializer, ChallengeSerializer, TargetSerializer
+from .renderers import InjectionPlansCsvRenderer
+from .serializers import ActivitySerializer, ChallengeSerializer, InjectionPlansSerializer, TargetSerializer
 
 
 class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
@@ -65,6 +68,35 @@ class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
             names = {name.lower() for name in Experiment.objects.filter(pk__in=visible).values_list("name", flat=True)}
             document["activities"] = [a for a in document["activities"] if a["experiment"].lower() in names]
         return Response(document)
+
+    @extend_schema(
+        responses={
+            (200, "application/json"): InjectionPlansSerializer,
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the CSV Rucio's CLI imports"),
+        }
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path="injection-plans",
+        renderer_classes=[JSONRenderer, BrowsableAPIRenderer, InjectionPlansCsvRenderer],
+    )
+    def injection_plans(self, request: Request, slug: str) -> Response:
+        """Rucio load injection plans from the clock (inject_rate in Mbps, as Rucio's submitter reads it), and the
+        links that give none; ?format=csv is the file `rucio loadinjection add --csv-file` imports."""
+        challenge = self.get_object()
+        plans, problems = injection.injection_plans(challenge=challenge, user=request.user)
+        if request.accepted_renderer.format == "csv":
+            response = Response(injection.injection_csv_rows(plans=plans))
+            response["Content-Disposition"] = f'attachment; filename="{challenge.slug}-injection-plans.csv"'
+            return response
+        payload = {
+            "unit": "Mbps",
+            "unit_note": injection.UNIT_NOTE,
+            "plans": [injection.injection_plan_dict(item) for item in plans],
+            "problems": [injection.injection_problem_dict(item) for item in problems],
+        }
+        return Response(InjectionPlansSerializer(payload).data)
 
 
 class ActivityFilter(django_filters.FilterSet):

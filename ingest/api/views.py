@@ -1,4 +1,5 @@
-"""POST /api/v1/ingest/<format>/: a batch of FTS, Rucio or perfSONAR messages as a JSON array or NDJSON."""
+"""POST /api/v1/ingest/<format>/: a batch of FTS, Rucio or perfSONAR messages, or of FTS optimizer decisions, as a
+JSON array or NDJSON."""
 
 from __future__ import annotations
 
@@ -86,3 +87,10 @@ class PerfsonarIngestView(IngestView):
     """perfSONAR pScheduler throughput runs between network hosts."""
 
     format = "perfsonar"
+
+
+class FtsOptimizerIngestView(IngestView):
+    """FTS optimizer decisions (rows of t_optimizer_evolution): accepted counts new decisions, duplicates those
+    already stored. A DDM token sends only its experiment's links, stored with its experiment."""
+
+    format = "fts-optimizer"

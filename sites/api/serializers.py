@@ -115,10 +115,29 @@ class StorageEndpointSerializer(serializers.ModelSerializer[StorageEndpoint]):
     tpc_modes = serializers.ListField(
         child=serializers.ChoiceField(choices=["pull", "push", "streamed"]), required=False
     )
+    experiments = serializers.SlugRelatedField(
+        slug_field="name",
+        many=True,
+        queryset=Experiment.objects.all(),
+        required=False,
+        help_text="the experiments it serves, each among its site's; empty: all of its site's",
+    )
 
     class Meta:
         model = StorageEndpoint
-        fields = ["id", "site", "url", "scheme", "host", "port", "implementation", "kind", "tpc_modes", "rse"]
+        fields = [
+            "id",
+            "site",
+            "url",
+            "scheme",
+            "host",
+            "port",
+            "implementation",
+            "kind",
+            "tpc_modes",
+            "rse",
+            "experiments",
+        ]
         read_only_fields = ["scheme", "host", "port"]
 
     def validate_url(self, value: str) -> str:
@@ -153,22 +172,44 @@ class StorageEndpointSerializer(serializers.ModelSerializer[StorageEndpoint]):
             problems["url"] = problem
         if problem := rse_owner_problem(names=list(names), site_id=site_id, exclude_pk=exclude):
             problems["rse"] = problem
+        if problem := self._experiments_problem(attrs, site):
+            problems["experiments"] = problem
         if problems:
             raise serializers.ValidationError(problems)
         return attrs
 
+    def _experiments_problem(self, attrs: dict[str, Any], site: Site | None) -> str | None:
+        """An endpoint serves some of its site's experiments (the current ones when only the site changes)."""
+        if "experiments" in attrs:
+            experiments = list(attrs["experiments"])
+        elif self.instance is not None and site != self.instance.site:
+            experiments = list(self.instance.experiments.all())
+        else:
+            return None
+        served = set(site.experiments.values_list("pk", flat=True)) if site is not None else set()
+        foreign = sorted(experiment.name for experiment in experiments if experiment.pk not in served)
+        if foreign:
+            return f"{', '.join(foreign)} not among the experiments of site {site}: add them to the site first"
+        return None
+
     def create(self, validated_data: dict[str, Any]) -> StorageEndpoint:
+        experiments = validated_data.pop("experiments", None)
         endpoint = StorageEndpoint(**{key: value for key, value in validated_data.items() if key != "url"})
         endpoint.set_url(validated_data["url"])
         endpoint.save()
+        if experiments:
+            endpoint.experiments.set(experiments)
         return endpoint
 
     def update(self, instance: StorageEndpoint, validated_data: dict[str, Any]) -> StorageEndpoint:
+        experiments = validated_data.pop("experiments", None)
         if "url" in validated_data:
             instance.set_url(validated_data.pop("url"))
         for key, value in validated_data.items():
             setattr(instance, key, value)
         instance.save()
+        if experiments is not None:
+            instance.experiments.set(experiments)
         return instance
 
 

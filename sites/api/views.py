@@ -85,7 +85,7 @@ class SiteViewSet(ScopedWriteMixin, viewsets.ModelViewSet[Site]):
 
 
 class StorageEndpointViewSet(ScopedWriteMixin, viewsets.ModelViewSet[StorageEndpoint]):
-    queryset = StorageEndpoint.objects.select_related("site")
+    queryset = StorageEndpoint.objects.select_related("site").prefetch_related("experiments")
     serializer_class = StorageEndpointSerializer
     permission_classes = [RegistryPermission]
     filterset_class = StorageEndpointFilter

@@ -228,8 +228,68 @@ def test_the_causes_take_a_bounded_number_of_queries(world: dict[str, Any], djan
     records = [failed(world, "Connection timed out", mode=mode) for mode in ("pull", "push", "streamed")]
     failure_categorize_records(records)
     records_store(records=records)
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         assert len(failures_for_challenge(challenge=world["challenge"]).links) == 3
+
+
+def fts_failed(world: dict[str, Any], category: str, scope: str, phase: str) -> TransferRecord:
+    record = failed(world, f"{scope} {category}")
+    record.fts_error_category, record.error_scope, record.failure_phase = category, scope, phase
+    return record
+
+
+def test_the_causes_group_each_link_by_fts_category_scope_and_phase(world: dict[str, Any]) -> None:
+    records = [fts_failed(world, "COMMUNICATION_ERROR", "DESTINATION", "TRANSFER_PREPARATION") for _ in range(3)]
+    records += [fts_failed(world, "TIMEOUT", "TRANSFER", "TRANSFER"), failed(world, "no scheme")]
+    records_store(records=records)
+    link = failures_for_challenge(challenge=world["challenge"]).links[0]
+    assert link.fts_causes == [
+        ("COMMUNICATION_ERROR", "DESTINATION", "TRANSFER_PREPARATION", 3),
+        ("", "", "", 1),
+        ("TIMEOUT", "TRANSFER", "TRANSFER", 1),
+    ]
+
+
+def test_a_portal_runs_failure_is_given_the_fts_scheme_of_its_cause(world: dict[str, Any]) -> None:
+    causes = {
+        "destination refused the write: 403": ("PERMISSION_DENIED", "DESTINATION", "TRANSFER_PREPARATION"),
+        "source file missing (root://x//f): No such file": ("FILE_NOT_FOUND", "SOURCE", "TRANSFER_PREPARATION"),
+        "checksum mismatch: adler32 differs": ("CHECKSUM_MISMATCH", "TRANSFER", "TRANSFER_FINALIZATION"),
+        "stalled: nothing moved for 120 s": ("TIMEOUT", "TRANSFER", "TRANSFER"),
+        "something new": ("OTHER", "GENERAL_FAILURE", "TRANSFER"),
+    }
+    records = [failed(world, message) for message in causes]
+    for record in records:
+        record.origin = "probe"
+    records.append(failed(world, "checksum mismatch: an FTS record"))  # FTS's own: not mapped
+    records_store(records=records)
+    stored = dict(TransferRecord.objects.values_list("error_message", "fts_error_category").order_by())
+    for message, (category, _scope, _phase) in causes.items():
+        assert stored[message] == category
+    assert stored["checksum mismatch: an FTS record"] == ""
+    scheme = TransferRecord.objects.filter(error_message__startswith="source file").values_list(
+        "fts_error_category", "error_scope", "failure_phase"
+    )
+    assert list(scheme) == [causes["source file missing (root://x//f): No such file"]]
+
+
+def test_the_failures_page_shows_and_exports_the_fts_scheme(client: Client, world: dict[str, Any]) -> None:
+    records_store(records=[fts_failed(world, "COMMUNICATION_ERROR", "DESTINATION", "TRANSFER_PREPARATION")] * 1)
+    viewer = logged_in(client, None)
+    text = viewer.get("/results/tc/failures/").content.decode()
+    assert "COMMUNICATION_ERROR / DESTINATION / TRANSFER_PREPARATION <strong>\N{MULTIPLICATION SIGN}1</strong>" in text
+    rows = viewer.get("/results/tc/failures/", {"format": "json", "table": "fts"}).json()["rows"]
+    assert rows == [
+        {
+            "source": "CERN",
+            "destination": "CNAF",
+            "mode": "pull",
+            "category": "COMMUNICATION_ERROR",
+            "scope": "DESTINATION",
+            "phase": "TRANSFER_PREPARATION",
+            "failures": 1,
+        }
+    ]
 
 
 # --- pages ----------------------------------------------------------------------------------------------------

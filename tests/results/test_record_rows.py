@@ -11,9 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from results.failures import failure_categorize_rows
-from results.models import TransferRecord
-from results.rows import RecordRow
-from results.services import record_rows_store, records_store
+from results.models import OptimizerDecision, TransferRecord
+from results.rows import DecisionRow, RecordRow
+from results.services import optimizer_decisions_store, record_rows_store, records_store
 from sites.models import Experiment, Site, StorageEndpoint
 
 pytestmark = pytest.mark.django_db
@@ -102,3 +102,51 @@ def test_rows_without_a_failure_need_no_rules() -> None:
         categorised = failure_categorize_rows([row("ok"), row("cancelled")])
     assert [r.error_category for r in categorised] == ["", ""]
     assert len(queries) == 0
+
+
+def test_a_row_stores_ftss_category_scope_and_phase_through_the_copy(world: dict[str, Any]) -> None:
+    row = RecordRow(
+        experiment_id=world["atlas"].pk,
+        bytes=0,
+        start=T0,
+        end=T0 + timedelta(seconds=3),
+        state="failed",
+        error_message="DESTINATION [70] Connection refused",
+        origin="fts",
+        origin_id="with-scheme",
+        fts_error_category="COMMUNICATION_ERROR",
+        error_scope="DESTINATION",
+        failure_phase="TRANSFER_PREPARATION",
+    )
+    assert record_rows_store(rows=[row]).stored == 1
+    assert TransferRecord.objects.values_list("fts_error_category", "error_scope", "failure_phase").get() == (
+        "COMMUNICATION_ERROR",
+        "DESTINATION",
+        "TRANSFER_PREPARATION",
+    )
+
+
+def test_a_decision_row_has_every_column_of_an_optimizer_decision_in_order() -> None:
+    fields = [field for field in OptimizerDecision._meta.concrete_fields if not field.primary_key]
+    assert DecisionRow._fields == tuple(field.attname for field in fields)
+
+
+def test_an_optimizer_decision_sent_twice_is_stored_once(world: dict[str, Any]) -> None:
+    decision = DecisionRow(
+        experiment_id=world["atlas"].pk,
+        source_site_id=world["cern"].pk,
+        destination_site_id=world["cnaf"].pk,
+        source_se="davs://eos.cern.example.org",
+        dest_se="davs://storm.cnaf.example.org:8443",
+        at=T0,
+        active=60,
+        queue_size=5000,
+        rationale="Source throughput limitation reached",
+    )
+    first = optimizer_decisions_store(rows=[decision, decision])
+    again = optimizer_decisions_store(rows=[decision])
+    assert (first.stored, first.duplicates, again.stored, again.duplicates) == (1, 1, 0, 1)
+    stored = OptimizerDecision.objects.get()
+    assert (stored.active, stored.queue_size, stored.origin) == (60, 5000, "fts")
+    later = optimizer_decisions_store(rows=[decision._replace(at=T0 + timedelta(minutes=1))])
+    assert later.stored == 1 and OptimizerDecision.objects.count() == 2

@@ -51,6 +51,7 @@ class StorageEndpointFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = StorageEndpoint
+        skip_postgeneration_save = True
 
     site = factory.SubFactory(SiteFactory)
     url = factory.Sequence(lambda n: f"root://se{n}.example.org:1094//data")
@@ -58,6 +59,11 @@ class StorageEndpointFactory(factory.django.DjangoModelFactory):
     kind = "disk"
     tpc_modes = factory.LazyFunction(lambda: ["pull"])
     rse_names = factory.LazyFunction(list)
+
+    @factory.post_generation
+    def experiments(self, create: bool, extracted: Any, **kwargs: Any) -> None:
+        if create and extracted:
+            self.experiments.set(extracted)
 
     @classmethod
     def _build(cls, model_class: type[StorageEndpoint], *args: Any, **kwargs: Any) -> StorageEndpoint:

@@ -1,4 +1,4 @@
-"""manage.py consume --format fts|rucio: subscribe to a STOMP destination and ingest continuously."""
+"""manage.py consume --format fts|rucio|fts-optimizer: subscribe to a STOMP destination and ingest continuously."""
 
 from __future__ import annotations
 
@@ -17,14 +17,17 @@ from sites.models import Experiment
 
 class Command(BaseCommand):
     help = (
-        "Subscribe to a STOMP topic or queue of FTS or Rucio messages and store them, acknowledging each message "
-        "only after its records are committed; reconnects after a broker restart."
+        "Subscribe to a STOMP topic or queue of FTS or Rucio messages (or FTS optimizer decisions) and store them, "
+        "acknowledging each message only after its records are committed; reconnects after a broker restart."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--format", required=True, choices=["fts", "rucio"])
+        parser.add_argument("--format", required=True, choices=["fts", "rucio", "fts-optimizer"])
         parser.add_argument(
-            "--destination", required=True, help="e.g. /topic/transfer.fts_monitoring_complete or /queue/rucio"
+            "--destination",
+            default="",
+            help="e.g. /topic/transfer.fts_monitoring_complete or /queue/rucio; for fts-optimizer the default is "
+            "INGEST_STOMP_OPTIMIZER_DESTINATION",
         )
         parser.add_argument("--host", default=settings.INGEST_STOMP_HOST)
         parser.add_argument("--port", type=int, default=settings.INGEST_STOMP_PORT)
@@ -47,11 +50,16 @@ class Command(BaseCommand):
             if found is None:
                 raise CommandError(f"--experiment: {options['experiment']!r} is not an experiment of the registry")
             default = found.pk
+        destination = options["destination"]
+        if not destination and options["format"] == "fts-optimizer":
+            destination = settings.INGEST_STOMP_OPTIMIZER_DESTINATION
+        if not destination:
+            raise CommandError("--destination: required for the formats fts and rucio")
         consumer = StompConsumer(
             ConsumerConfig(
                 host=options["host"],
                 port=options["port"],
-                destination=options["destination"],
+                destination=destination,
                 format=options["format"],
                 user=options["user"],
                 password=options["password"],
