@@ -253,16 +253,7 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
         if state == OK:
             raise ItemError("file_size: missing")
         size = 0.0
-    start_name, end_name = "timestamp_tr_st", "timestamp_tr_comp"
-    start_ms = _number(item, start_name, required=False)
-    end_ms = _number(item, end_name, required=False)
-    if not (start_ms and end_ms and end_ms >= start_ms):
-        start_name, end_name = "tr_timestamp_start", "tr_timestamp_complete"
-        start_ms = _number(item, start_name)
-        end_ms = _number(item, end_name)
-    assert start_ms is not None and end_ms is not None
-    if end_ms < start_ms:
-        raise ItemError("tr_timestamp_complete: before tr_timestamp_start")
+    start, end = _fts_span(item)
     source_url, destination_url = _text(item, "src_url", required=True), _text(item, "dst_url", required=True)
     job_id = _text(item, "job_id")
     request_id = metadata.get("request_id")
@@ -270,8 +261,6 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
     last_try = state == OK or _fts_last_try(item, str(final), retry)
     experiment = registry.experiment(item.get("vo"))
     byte_count = _byte_count(size, "file_size")
-    start = _epoch_ms(start_ms, start_name)
-    end = _epoch_ms(end_ms, end_name)
     error_message = _text(item, "t__error_message") if state != OK else ""
     origin_id = _origin_id(tr_id if state == OK or retry is None else f"{tr_id}#{retry}")
     transfer_key = _transfer_key(request_id, job_id) if request_id and job_id and last_try else ""
@@ -279,23 +268,12 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
     destination_host, destination_site, destination_endpoint = registry.storage_of_url(
         destination_url, metadata.get("dst_rse")
     )
-    # record_new's checks (_storable). The hosts need no NUL check: a host is part of its URL, checked here.
-    if "\x00" in origin_id:
-        raise ItemError("tr_id: contains a NUL character")
-    if "\x00" in transfer_key:
-        raise ItemError("file_metadata.request_id/job_id: contains a NUL character")
-    if "\x00" in source_url:
-        raise ItemError("src_url: contains a NUL character")
-    if "\x00" in destination_url:
-        raise ItemError("dst_url: contains a NUL character")
-    if len(source_host) > HOST_LENGTH:
-        raise ItemError(f"src_url: a host name of {len(source_host)} characters (at most 255)")
-    if len(destination_host) > HOST_LENGTH:
-        raise ItemError(f"dst_url: a host name of {len(destination_host)} characters (at most 255)")
-    if len(source_url) > URL_LENGTH:
-        raise ItemError(f"src_url: a URL of {len(source_url)} characters (at most {URL_LENGTH})")
-    if len(destination_url) > URL_LENGTH:
-        raise ItemError(f"dst_url: a URL of {len(destination_url)} characters (at most {URL_LENGTH})")
+    _fts_storable_check(
+        origin_id=origin_id,
+        transfer_key=transfer_key,
+        urls=(source_url, destination_url),
+        hosts=(source_host, destination_host),
+    )
     if error_message:
         error_message = _message_bounded(error_message)
     _duration_check((end - start).total_seconds())
@@ -324,6 +302,41 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
         error_scope=_fts_scheme(item.get("tr_error_scope")) if failed else "",
         failure_phase=_fts_scheme(item.get("t_failure_phase")) if failed else "",
     )
+
+
+def _fts_span(item: Mapping[str, Any]) -> tuple[datetime, datetime]:
+    """[start, end) of an FTS message: the data transfer itself (timestamp_tr_st/_comp) when FTS measured it, else
+    the whole transfer (tr_timestamp_start/_complete)."""
+    start_name, end_name = "timestamp_tr_st", "timestamp_tr_comp"
+    start_ms = _number(item, start_name, required=False)
+    end_ms = _number(item, end_name, required=False)
+    if not (start_ms and end_ms and end_ms >= start_ms):
+        start_name, end_name = "tr_timestamp_start", "tr_timestamp_complete"
+        start_ms = _number(item, start_name)
+        end_ms = _number(item, end_name)
+    assert start_ms is not None and end_ms is not None
+    if end_ms < start_ms:
+        raise ItemError("tr_timestamp_complete: before tr_timestamp_start")
+    return _epoch_ms(start_ms, start_name), _epoch_ms(end_ms, end_name)
+
+
+def _fts_storable_check(*, origin_id: str, transfer_key: str, urls: tuple[str, str], hosts: tuple[str, str]) -> None:
+    """record_new's checks (_storable), with FTS's field names. The hosts need no NUL check: a host is part of its
+    URL, checked here."""
+    if "\x00" in origin_id:
+        raise ItemError("tr_id: contains a NUL character")
+    if "\x00" in transfer_key:
+        raise ItemError("file_metadata.request_id/job_id: contains a NUL character")
+    names = ("src_url", "dst_url")
+    for name, url in zip(names, urls, strict=True):
+        if "\x00" in url:
+            raise ItemError(f"{name}: contains a NUL character")
+    for name, host in zip(names, hosts, strict=True):
+        if len(host) > HOST_LENGTH:
+            raise ItemError(f"{name}: a host name of {len(host)} characters (at most 255)")
+    for name, url in zip(names, urls, strict=True):
+        if len(url) > URL_LENGTH:
+            raise ItemError(f"{name}: a URL of {len(url)} characters (at most {URL_LENGTH})")
 
 
 FTS_SCHEME_LENGTH = 64  # TransferRecord.fts_error_category, error_scope, failure_phase
