@@ -340,6 +340,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # gfal2 logs every Davix request and response header at INFO (thousands of lines an hour in a worker): quiet
+    # unless asked (GFAL2_LOG_LEVEL=INFO or DEBUG to see them).
+    "loggers": {"gfal2": {"level": env.str("GFAL2_LOG_LEVEL", default="WARNING")}},
 }
 
 # Live alerts' deliveries (live/delivery.py): the portal's address for links in alerts, whether webhooks may lead

@@ -142,3 +142,11 @@ def test_the_demo_plan_fits_its_challenge_on_every_day_of_the_week(weekday: int)
     plan = demo_plan(now=monday + timedelta(days=weekday))
     for activity in plan["activities"]:
         assert plan["start"] <= activity["start"] < activity["end"] <= plan["end"], activity["name"]
+
+
+def test_the_favicon_is_the_portals_icon_not_a_404(client: Any) -> None:
+    from django.contrib.staticfiles import finders
+
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("/favicon.svg")
+    assert finders.find("favicon.svg")  # collected with the other static files

@@ -370,7 +370,8 @@ def test_a_network_activity_run_measures_iperf3_to_its_sites_network_host(
     )
     Target.objects.create(activity=activity, site=Site.objects.get(name="TB-T0"), direction="in", rate=1e9)
     run = run_start(user=coordinator, activity=activity, parameters={"duration": 2})
-    assert (run.parameters["host"], run.parameters["port"]) == ("127.0.0.1", 21010)
+    # The testbed's own port (TESTBED_BASE_PORT moves it: a second checkout beside a running portal).
+    assert (run.parameters["host"], run.parameters["port"]) == ("127.0.0.1", registry.ports()["iperf3"])
     wait_for_run_end(run, 60)
     assert run.state == "finished", run.message
     assert run.summary["ok"] and run.summary["rate"] > 0, run.summary
