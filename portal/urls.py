@@ -3,9 +3,7 @@
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.templatetags.static import static
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import views
@@ -16,7 +14,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page says: the portal's icon, not a 404 on every page.
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+    path("favicon.ico", views.favicon),
     path("challenges/", include("runs.urls")),
     path("challenges/", include("challenges.urls")),
     path("challenges/", include("live.urls")),

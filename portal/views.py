@@ -6,8 +6,9 @@ import sys
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.utils import timezone
 from django.views.defaults import server_error as django_server_error
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -45,6 +46,12 @@ def server_error(request: HttpRequest) -> HttpResponse:
         )
     response["Retry-After"] = str(DATABASE_AWAY_RETRY_AFTER)
     return response
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, which browsers ask for whatever a page says: the portal's icon (its URL asked of the static
+    files storage when asked, so that a hashed name of a manifest storage would be found too)."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
