@@ -4,6 +4,7 @@ challenge on them that runs this week (two experiments oversubscribe the tape si
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,6 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
     def at(days: float) -> str:
         return (monday + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    today = now.weekday()
-    yesterday = max(today - 1, 0)  # on a Monday the export starts with the challenge, not the day before
     return {
         "name": "Demo challenge on the local testbed",
         "slug": "demo",
@@ -65,81 +64,87 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
         "end": at(14),
         "description": "Made by manage.py load_demo: T0 export, tape writes while data is taken (DT), "
         "tape recalls of what they wrote (A-DT: run a DT first).",
-        "activities": [
-            {
-                "name": "ATLAS T0 export",
-                "experiment": "ATLAS",
-                "mode": "T0",
-                "kind": "transfer",
-                "start": at(yesterday),
-                "end": at(today + 3),
-                "source": "TB-T0",
-                "file_size": 100_000_000,
-                "file_count": 20,
-                "concurrency": 10,
-                "copy_mode": "pull",
-                "targets": [
-                    {"link": {"from": "TB-T0", "to": "TB-T1-A"}, "rate": 0.2e9},
-                    {"site": "TB-T1-B", "direction": "in", "rate": 0.1e9},
-                ],
-            },
-            {
-                "name": "ATLAS DT",
-                "experiment": "ATLAS",
-                "mode": "DT",
-                "kind": "tape-write",
-                "start": at(today),
-                "end": at(today + 2),
-                "source": "TB-T0",
-                "file_size": 10_000_000,
-                "file_count": 10,
-                "concurrency": 5,
-                "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.2e9}],
-            },
-            {
-                "name": "CMS DT",
-                "experiment": "CMS",
-                "mode": "DT",
-                "kind": "tape-write",
-                # with ATLAS DT, today and tomorrow: the tape site oversubscribed on purpose
-                "start": at(today),
-                "end": at(today + 3),
-                "source": "TB-T0",
-                "file_size": 10_000_000,
-                "file_count": 10,
-                "concurrency": 5,
-                "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.3e9}],
-            },
-            {
-                "name": "iperf3 baseline",
-                "experiment": "CMS",
-                "mode": "network",
-                "kind": "network",
-                "start": at(yesterday),
-                "end": at(today + 3),
-                "targets": [{"site": "TB-T0", "direction": "in", "rate": 1e9}],
-            },
-            {
-                "name": "CMS A-DT",
-                "experiment": "CMS",
-                "mode": "A-DT",
-                "kind": "staging",
-                "start": at(today),
-                "end": at(today + 4),
-                "file_count": 10,
-                "file_size": 10_000_000,
-                "targets": [
-                    {
-                        "site": "TB-TAPE",
-                        "direction": "out",
-                        "rate": 0.3e9,
-                        "nominal_rate": 0.1e9,
-                        "factors": {"headroom": 1.5, "efficiency": 2},
-                    }
-                ],
-            },
-        ],
+        "activities": _demo_activities(at, today=now.weekday()),
     }
+
+
+def _demo_activities(at: Callable[[float], str], *, today: int) -> list[dict[str, Any]]:
+    """The demo's activities, their windows in days from the challenge's Monday around `today` (its weekday)."""
+    yesterday = max(today - 1, 0)  # on a Monday the export starts with the challenge, not the day before
+    return [
+        {
+            "name": "ATLAS T0 export",
+            "experiment": "ATLAS",
+            "mode": "T0",
+            "kind": "transfer",
+            "start": at(yesterday),
+            "end": at(today + 3),
+            "source": "TB-T0",
+            "file_size": 100_000_000,
+            "file_count": 20,
+            "concurrency": 10,
+            "copy_mode": "pull",
+            "targets": [
+                {"link": {"from": "TB-T0", "to": "TB-T1-A"}, "rate": 0.2e9},
+                {"site": "TB-T1-B", "direction": "in", "rate": 0.1e9},
+            ],
+        },
+        {
+            "name": "ATLAS DT",
+            "experiment": "ATLAS",
+            "mode": "DT",
+            "kind": "tape-write",
+            "start": at(today),
+            "end": at(today + 2),
+            "source": "TB-T0",
+            "file_size": 10_000_000,
+            "file_count": 10,
+            "concurrency": 5,
+            "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.2e9}],
+        },
+        {
+            "name": "CMS DT",
+            "experiment": "CMS",
+            "mode": "DT",
+            "kind": "tape-write",
+            # with ATLAS DT, today and tomorrow: the tape site oversubscribed on purpose
+            "start": at(today),
+            "end": at(today + 3),
+            "source": "TB-T0",
+            "file_size": 10_000_000,
+            "file_count": 10,
+            "concurrency": 5,
+            "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.3e9}],
+        },
+        {
+            "name": "iperf3 baseline",
+            "experiment": "CMS",
+            "mode": "network",
+            "kind": "network",
+            "start": at(yesterday),
+            "end": at(today + 3),
+            "targets": [{"site": "TB-T0", "direction": "in", "rate": 1e9}],
+        },
+        {
+            "name": "CMS A-DT",
+            "experiment": "CMS",
+            "mode": "A-DT",
+            "kind": "staging",
+            "start": at(today),
+            "end": at(today + 4),
+            "file_count": 10,
+            "file_size": 10_000_000,
+            "targets": [
+                {
+                    "site": "TB-TAPE",
+                    "direction": "out",
+                    "rate": 0.3e9,
+                    "nominal_rate": 0.1e9,
+                    "factors": {"headroom": 1.5, "efficiency": 2},
+                }
+            ],
+        },
+    ]
 
 
 def demo_challenge_load() -> PlanImportSummary:
