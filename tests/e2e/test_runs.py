@@ -29,6 +29,7 @@ from sites.models import Experiment, Site
 from sites.services import sites_import
 from testbed.grid import Testbed
 from tests.challenges.factories import ChallengeFactory
+from tests.e2e.screenshots import screenshot_take
 
 pytestmark = pytest.mark.browser
 
@@ -121,6 +122,7 @@ def test_a_coordinator_starts_a_run_and_watches_it_finish(
     expect(page.locator("#run-copies strong")).to_have_text("deleted", timeout=60_000)
     assert page.locator("#run-progress").get_attribute("hx-trigger") is None  # polling stopped
     assert page.evaluate("window.__not_reloaded") is True
+    screenshot_take(page, "run")  # the handbook's run page
     run.refresh_from_db()
     assert run.state == "finished"
     assert run.records.filter(state="ok").count() == 4
