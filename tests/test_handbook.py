@@ -86,3 +86,10 @@ def test_the_readme_keeps_its_two_commands_and_stays_short() -> None:
     assert len(lines) <= 150
     commands = [line.split("#")[0].strip() for line in lines if line.startswith("bin/portal ")]
     assert commands[:2] == ["bin/portal run", "bin/portal test"]
+
+
+def test_every_link_of_the_readme_leads_to_a_file_of_the_repository() -> None:
+    text = (ROOT / "README.md").read_text()
+    targets = {link.split("#")[0] for link in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in link}
+    assert targets, "the README links into the handbook"
+    assert sorted(target for target in targets if not (ROOT / target).exists()) == []
