@@ -156,6 +156,11 @@ def test_the_handbook_screenshots_of_a_challenge_week(live_server: Any, browser:
     page.goto(f"{base}/results/{slug}/")
     page.wait_for_selector("table.rates")
     assert page.locator("table.rates tbody tr").count() == 5
+    overflow = page.evaluate(
+        "() => { const box = document.querySelector('table.rates').parentElement;"
+        " return box.scrollWidth - box.clientWidth; }"
+    )
+    assert overflow <= 0, f"with windows running, the table is {overflow} px wider than its box at 1280 px"
     screenshot_take(page, "results")
 
     page.goto(f"{base}/results/{slug}/targets/{week.steady.pk}/")
