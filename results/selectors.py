@@ -23,6 +23,13 @@ from .rates import rates_for_targets as cached_rates_for_targets
 from .rollups import minute_floor
 
 BIN_CHOICES = (1, 5, 10, 60)  # minutes
+RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
+
+
+def records_visible_to(*, user: Any) -> QuerySet[TransferRecord]:
+    """The records a user may read (the access policy: TransferRecord.objects.restrict), oldest first, with their
+    experiment and sites."""
+    return TransferRecord.objects.restrict(user).select_related(*RECORD_RELATIONS).order_by("start", "id")
 
 
 def targets_for_challenge(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,39 @@ def test_no_module_is_longer_than_600_lines() -> None:
         if "migrations" not in path.parts and (lines := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}, f"split these by concern: {long}"
+
+
+def _modules() -> list[tuple[str, Path]]:
+    """Every module of the apps and the roof, by its dotted name, migrations left out."""
+    return [
+        (".".join(path.relative_to(ROOT).with_suffix("").parts), path)
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+
+
+def _imported_modules(name: str, path: Path) -> set[str]:
+    """The modules `name` imports (relative imports resolved), with each name imported from them as a module too."""
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_no_page_view_or_other_module_outside_an_api_imports_an_api_module() -> None:
+    """Reads live in each app's selectors.py (filters in filters.py): a page never borrows them from the API,
+    so that an API module can change without a page noticing. Only URL confs mount the API, by string."""
+    borrowed = {
+        name: sorted(imported for imported in _imported_modules(name, path) if "api" in imported.split(".")[1:2])
+        for name, path in _modules()
+        if "api" not in name.split(".")
+    }
+    assert {name: modules for name, modules in borrowed.items() if modules} == {}
