@@ -22,7 +22,7 @@ from ingest.consumer import consumer_lag
 from results.choices import Origin
 from results.models import RateRollup, TransferRecord
 from results.projection import ENDED, VERDICT_ORDER, target_projection
-from results.rates import flows_series, rates_for_targets
+from results.rates import flows_series, targets_rates_cached
 from results.rollups import minute_floor
 from sites.models import Experiment, Site
 
@@ -103,7 +103,7 @@ def targets_now(*, targets: list[Target], at: datetime, thresholds: Thresholds) 
         rows[target.pk] = now
     if ended:
         challenge = ended[0].activity.challenge
-        finals = rates_for_targets(
+        finals = targets_rates_cached(
             targets=ended, max_window=challenge.max_window, stable_window=challenge.stable_window
         )
         for target, final in zip(ended, finals, strict=True):

@@ -18,8 +18,7 @@ from challenges.models import Challenge, Target
 
 from .models import TransferRecord
 from .projection import NOT_STARTED, Projection, SoFar, target_projection
-from .rates import TargetRates, challenge_targets, flows_series, targets_rates_compute
-from .rates import rates_for_targets as cached_rates_for_targets
+from .rates import TargetRates, challenge_targets, flows_series, targets_rates_cached, targets_rates_compute
 from .rollups import minute_floor
 
 BIN_CHOICES = (1, 5, 10, 60)  # minutes
@@ -61,9 +60,7 @@ def rates_for_targets(
             stable_window=challenge.stable_window,
             with_minutes=True,
         )
-    return cached_rates_for_targets(
-        targets=targets, max_window=challenge.max_window, stable_window=challenge.stable_window
-    )
+    return targets_rates_cached(targets=targets, max_window=challenge.max_window, stable_window=challenge.stable_window)
 
 
 def challenge_rates(

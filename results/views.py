@@ -20,7 +20,7 @@ from challenges.models import Challenge, Target
 from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
 from common.times import iso_utc
-from common.units import is_whole_number, size_text
+from common.units import is_whole_number, size_text, window_text
 from reports.selectors import ReportMarker, outages_overlapping, report_markers
 from sites.roles import visible_experiment_ids
 
@@ -72,17 +72,8 @@ def _query(filters: dict[str, str | None]) -> str:
     return urlencode({name: value for name, value in filters.items() if value})
 
 
-def duration_text(seconds: int) -> str:
-    """A window's length as people say it: "5 h", "90 min", "45 s"."""
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    if seconds % 60 == 0:
-        return f"{seconds // 60} min"
-    return f"{seconds} s"
-
-
 def _windows(challenge: Challenge) -> dict[str, str]:
-    return {"max_window": duration_text(challenge.max_window), "stable_window": duration_text(challenge.stable_window)}
+    return {"max_window": window_text(challenge.max_window), "stable_window": window_text(challenge.stable_window)}
 
 
 def _optional_url(name: str, *args: Any) -> str | None:
@@ -259,7 +250,7 @@ SERIES_COLUMNS = ["start", "end", "rate"]
 
 
 @read_access
-def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def target_rates_page(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """One target over time: its rate in bins (?bin=1|5|10|60 minutes; by default by the activity's length),
     the target line, the stable and max windows, and the histogram of the bins' rates with their statistics.
     The export is the binned series."""
