@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,14 +37,12 @@ def targets_for_challenge(
     experiment: str | None = None,
     activity: str | None = None,
     site: str | None = None,
-    experiment_ids: Collection[int] | None = None,
+    user: Any = None,
 ) -> QuerySet[Target]:
-    """The challenge's targets with the filters of the table; `experiment_ids` (None for all) limits them to the
-    experiments the reader may see (a DDM service: its own)."""
+    """The challenge's targets with the filters of the table; with a user, those they may read (Target's
+    restrict: a DDM service reads its own experiment's)."""
     targets = challenge_targets(challenge=challenge, experiment=experiment, activity=activity, site=site)
-    if experiment_ids is not None:
-        targets = targets.filter(activity__experiment_id__in=experiment_ids)
-    return targets
+    return targets if user is None else targets.restrict(user)  # type: ignore[attr-defined, no-any-return]
 
 
 def rates_for_targets(
@@ -69,14 +67,12 @@ def challenge_rates(
     experiment: str | None = None,
     activity: str | None = None,
     site: str | None = None,
-    experiment_ids: Collection[int] | None = None,
+    user: Any = None,
 ) -> list[TargetRates]:
     """Target versus achieved for every (filtered, visible) target of the challenge: one query for the targets,
     one for the rollup versions and, for the rows not cached, one on the rollup (plus the raw records of the
     partial minutes of windows that do not start and end on a minute)."""
-    targets = targets_for_challenge(
-        challenge=challenge, experiment=experiment, activity=activity, site=site, experiment_ids=experiment_ids
-    )
+    targets = targets_for_challenge(challenge=challenge, experiment=experiment, activity=activity, site=site, user=user)
     rates = rates_for_targets(challenge=challenge, targets=targets)
     rates_so_far(rates=rates, at=minute_floor(timezone.now()))
     runs_outside_windows(rates=rates)
@@ -134,9 +130,9 @@ class RateFilterChoices:
     sites: list[str]
 
 
-def rate_filter_choices(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> RateFilterChoices:
-    """The filter options of the challenge's targets, in one query."""
-    rows = targets_for_challenge(challenge=challenge, experiment_ids=experiment_ids).values_list(
+def rate_filter_choices(*, challenge: Challenge, user: Any = None) -> RateFilterChoices:
+    """The filter options of the challenge's targets (those the user may read, when given), in one query."""
+    rows = targets_for_challenge(challenge=challenge, user=user).values_list(
         "activity__experiment__name", "activity__name", "site__name", "link_from__name", "link_to__name"
     )
     experiments: set[str] = set()
