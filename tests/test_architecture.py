@@ -113,3 +113,18 @@ def test_the_access_policy_is_applied_by_restrict_outside_sites() -> None:
         if not name.startswith("sites.") and "sites.roles.visible_experiment_ids" in _imported_modules(name, path)
     }
     assert hand_filters <= HAND_SCOPED, sorted(hand_filters - HAND_SCOPED)
+
+
+def test_no_test_module_imports_another() -> None:
+    """What tests share is in a helpers module or a conftest fixture: importing a test module runs (and collects)
+    its tests' module a second time under another name."""
+    borrowed = {
+        str(path.relative_to(ROOT)): sorted(
+            imported
+            for imported in _imported_modules(name, path)
+            if imported.startswith("tests.") and imported.split(".")[-1].startswith("test_")
+        )
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if (name := ".".join(path.relative_to(ROOT).with_suffix("").parts))
+    }
+    assert {path: modules for path, modules in borrowed.items() if modules} == {}
