@@ -5,30 +5,25 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
 
 from django.conf import settings
-from django.db import connection
 
 from common import processes
 from results.models import TransferRecord
 from runs.choices import RUN_ENDED
 from runs.models import Run, RunFile
+from tests.workers import worker_argv, worker_database_url
 
 
 def worker_env(broker_url: str | None = None, **extra: str) -> dict[str, str]:
     """The environment of a worker process: the test database, the testbed's credentials, quick heartbeats."""
-    db = settings.DATABASES["default"]
-    credentials = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
-    database = quote(connection.settings_dict["NAME"], safe="")
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{database}",
+        "DATABASE_URL": worker_database_url(),
         "PROBES_TESTBED": "true",
         "DISPATCH_HEARTBEAT": "1",
         **extra,
@@ -43,26 +38,7 @@ def start_worker(
 ) -> Path:
     """Start a real worker (threads pool) and wait until it consumes; returns its pidfile."""
     pidfile, logfile = directory / f"{name}.pid", directory / f"{name}.log"
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "portal",
-        "worker",
-        "--pool",
-        "threads",
-        "--concurrency",
-        str(concurrency),
-        "-Q",
-        queues,
-        "-n",
-        f"{name}@%h",
-        "--without-gossip",
-        "--without-mingle",
-        "-l",
-        "info",
-    ]
+    argv = worker_argv(name=name, queues=queues, concurrency=concurrency)
     processes.start(argv, pidfile=pidfile, logfile=logfile, env=env or worker_env(), cwd=settings.BASE_DIR)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
