@@ -1,4 +1,5 @@
-"""Reading the documents coordinators keep as files (the sites document, plan documents): JSON or YAML."""
+"""Reading the documents coordinators keep as files (the sites document, plan documents): JSON or YAML, and the
+checks their validators share (DocumentValidator)."""
 
 from __future__ import annotations
 
