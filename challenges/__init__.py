@@ -1,1 +1,2 @@
-"""What is planned and run: challenges, activities on the shared clock, targets, runs of tests."""
+"""What is planned: challenges, activities on the shared clock, targets, the load planner, calendars, injection
+plans. (The runs of tests are runs/', what they measured results/'.)"""

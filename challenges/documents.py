@@ -8,7 +8,6 @@ bytes per second, sizes in bytes, windows in seconds, times ISO 8601 with a time
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -18,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db.models.functions import Lower
 
-from common.documents import DocumentError, DocumentParseError, document_parse
+from common.documents import DocumentError, DocumentValidator, document_load, is_number, type_name
 from sites.models import Experiment, Site
 
 from . import validation
@@ -60,6 +59,7 @@ ACTIVITY_INTEGER_KEYS = {
     "concurrency": INTEGER_MAXIMUM,
 }
 
+_DOCUMENT_SHAPE = "a mapping (a challenge with its activities)"
 # Where a rule's field lands in a target of the document.
 _TARGET_FIELD_PLACES = {"link_from": "link.from", "link_to": "link.to"}
 # Activity bounds when the challenge's own times are unusable, so that the other activity rules still run.
@@ -126,15 +126,7 @@ class ParsedPlan:
 def plan_document_load(*, text: str | bytes, content_type: str | None = None) -> dict[str, Any]:
     """Parse a plan document. A content type naming JSON or YAML decides the format; otherwise JSON is tried
     first and YAML (a superset) second. Raises PlanDocumentError when the text is not a mapping."""
-    try:
-        document = document_parse(text=text, content_type=content_type)
-    except DocumentParseError as exc:
-        raise _document_error(str(exc)) from exc
-    if document is None:
-        raise _document_error("the document is empty")
-    if not isinstance(document, dict):
-        raise _document_error(f"must be a mapping (a challenge with its activities), not {_type_name(document)}")
-    return document
+    return document_load(text=text, content_type=content_type, error=PlanDocumentError, shape=_DOCUMENT_SHAPE)
 
 
 def plan_document_validate(*, document: Any) -> ParsedPlan:
@@ -146,60 +138,32 @@ def plan_document_validate(*, document: Any) -> ParsedPlan:
     return _Validator(document).validate()
 
 
-def _document_error(reason: str) -> PlanDocumentError:
-    return PlanDocumentError([{"place": "document", "error": reason}])
-
-
-def _type_name(value: Any) -> str:
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _yaml_hint(value: Any) -> str:
-    # PyYAML reads 3.5e9 (no dot) as a string; say so rather than leave the reader puzzled.
-    if isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            return ""
-        return " (a string; in YAML write exponents with a dot, such as 3.5e+9)"
-    return ""
-
-
 def _mappings(value: Any) -> Iterator[dict[Any, Any]]:
     """The mappings in a list, skipping anything else (for the lenient scan ahead of validation)."""
     if isinstance(value, list):
         yield from (item for item in value if isinstance(item, dict))
 
 
-class _Validator:
+class _Validator(DocumentValidator):
     """One pass over a document, in document order. The names the document refers to are gathered first and
     looked up together, so that the pass itself does not query."""
 
+    error = PlanDocumentError
+    yaml_exponent_example = "3.5e+9"
+
     def __init__(self, document: Any) -> None:
+        super().__init__()
         self._document = document
-        self._errors: list[dict[str, str]] = []
         self._experiments: dict[str, Experiment] = {}  # by lower-case name
         self._sites: dict[str, Site] = {}
         self._serving: dict[int, set[int]] = {}
         self._compare_with: Challenge | None = None
 
-    def add(self, place: str, error: str) -> None:
-        self._errors.append({"place": place, "error": error})
-
     def validate(self) -> ParsedPlan:
-        document = self._document
-        if not isinstance(document, dict):
-            self.add("document", f"must be a mapping (a challenge with its activities), not {_type_name(document)}")
-            raise PlanDocumentError(self._errors)
+        document = self.document_mapping(self._document, _DOCUMENT_SHAPE)
         self._look_up_references(document)
         plan = self._challenge(document)
-        if self._errors:
-            raise PlanDocumentError(self._errors)
+        self.raise_if_errors()
         assert plan is not None  # no errors means every part was parsed
         return plan
 
@@ -233,32 +197,10 @@ class _Validator:
 
     # Values
 
-    def _unknown_keys(self, mapping: dict[Any, Any], allowed: tuple[str, ...], place: str) -> None:
-        for key in mapping:
-            if key not in allowed:
-                self.add(_join(place, str(key)), f"unknown key; allowed: {', '.join(allowed)}")
-
-    def _required(self, mapping: dict[Any, Any], keys: tuple[str, ...], place: str) -> None:
-        for key in keys:
-            if key not in mapping:
-                self.add(_join(place, key), "required")
-
     def _text(self, mapping: dict[Any, Any], key: str, place: str, max_length: int) -> str | None:
         if key not in mapping:
             return None
-        value = mapping[key]
-        if not isinstance(value, str) or not value.strip():
-            self.add(
-                place, "must be a non-empty string" + ("" if isinstance(value, str) else f", not {_type_name(value)}")
-            )
-            return None
-        if value != value.strip():
-            self.add(place, "must not start or end with spaces")
-            return None
-        if len(value) > max_length:
-            self.add(place, f"longer than {max_length} characters")
-            return None
-        return value
+        return self.name_value(mapping[key], place, max_length)
 
     def _time(self, mapping: dict[Any, Any], key: str, place: str) -> datetime | None:
         if key not in mapping:
@@ -289,23 +231,17 @@ class _Validator:
         if value is None:
             return None
         # 5e9 is a natural way to write a size: an integral float counts as an integer.
-        if not _is_number(value) or value != int(value) or not 0 < value <= maximum:
-            self.add(place, f"must be a positive integer up to {maximum}, not {value!r}{_yaml_hint(value)}")
+        if not is_number(value) or value != int(value) or not 0 < value <= maximum:
+            self.add(place, f"must be a positive integer up to {maximum}, not {value!r}{self.yaml_hint(value)}")
             return None
         return int(value)
 
     def _list(self, mapping: dict[Any, Any], key: str, place: str) -> list[Any]:
-        value = mapping.get(key)
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.add(place, f"must be a list, not {_type_name(value)}")
-            return []
-        return value
+        return self.list_value(mapping.get(key), place)
 
     def _site(self, value: Any, place: str) -> Site | None:
         if not isinstance(value, str) or not value:
-            self.add(place, f"must be a site name, not {_type_name(value)}")
+            self.add(place, f"must be a site name, not {type_name(value)}")
             return None
         site = self._sites.get(value)
         if site is None:
@@ -316,8 +252,8 @@ class _Validator:
 
     def _challenge(self, document: dict[Any, Any]) -> ParsedPlan | None:
         errors_before = len(self._errors)
-        self._unknown_keys(document, DOCUMENT_KEYS, "")
-        self._required(document, DOCUMENT_REQUIRED_KEYS, "")
+        self.unknown_keys(document, DOCUMENT_KEYS, "")
+        self.required(document, DOCUMENT_REQUIRED_KEYS, "")
         name = self._text(document, "name", "name", NAME_LENGTH)
         slug = self._slug(document)
         start = self._time(document, "start", "start")
@@ -329,7 +265,7 @@ class _Validator:
             self.add(key, problem)
         description = document.get("description")
         if description is not None and not isinstance(description, str):
-            self.add("description", f"must be a string, not {_type_name(description)}")
+            self.add("description", f"must be a string, not {type_name(description)}")
         compare_with = self._compare_with_check(document, slug)
         alerts = document.get("alerts", {})
         for problem in thresholds_problems(alerts):
@@ -368,7 +304,7 @@ class _Validator:
         if value is None:
             return None
         if not isinstance(value, str) or not value:
-            self.add("compare_with", f"must be the slug of an existing challenge, not {_type_name(value)}")
+            self.add("compare_with", f"must be the slug of an existing challenge, not {type_name(value)}")
         elif value == slug:
             self.add("compare_with", "a challenge cannot be compared with itself")
         elif self._compare_with is None:
@@ -382,8 +318,7 @@ class _Validator:
         first_place: dict[str, str] = {}
         for index, entry in enumerate(self._list(document, "activities", "activities")):
             place = f"activities[{index}]"
-            if not isinstance(entry, dict):
-                self.add(place, f"must be a mapping, not {_type_name(entry)}")
+            if self.mapping_value(entry, place) is None:
                 continue
             name = self._text(entry, "name", f"{place}.name", NAME_LENGTH)
             if name is not None and name in first_place:
@@ -397,13 +332,13 @@ class _Validator:
 
     def _activity(self, mapping: dict[Any, Any], place: str, bounds: tuple[datetime, datetime]) -> ActivityEntry | None:
         errors_before = len(self._errors)
-        self._unknown_keys(mapping, ACTIVITY_KEYS, place)
-        self._required(mapping, ACTIVITY_REQUIRED_KEYS, place)
+        self.unknown_keys(mapping, ACTIVITY_KEYS, place)
+        self.required(mapping, ACTIVITY_REQUIRED_KEYS, place)
         experiment = None
         if "experiment" in mapping:
             value = mapping["experiment"]
             if not isinstance(value, str) or not value:
-                self.add(f"{place}.experiment", f"must be an experiment name, not {_type_name(value)}")
+                self.add(f"{place}.experiment", f"must be an experiment name, not {type_name(value)}")
             elif (experiment := self._experiments.get(value.lower())) is None:
                 self.add(f"{place}.experiment", f"no experiment named {value!r} in the registry")
         mode = self._text(mapping, "mode", f"{place}.mode", MODE_LENGTH)
@@ -462,8 +397,7 @@ class _Validator:
         first_place: dict[tuple[Any, ...], str] = {}
         for index, entry in enumerate(self._list(mapping, "targets", f"{place}.targets")):
             target_place = f"{place}.targets[{index}]"
-            if not isinstance(entry, dict):
-                self.add(target_place, f"must be a mapping, not {_type_name(entry)}")
+            if self.mapping_value(entry, target_place) is None:
                 continue
             target = self._target(entry, target_place, experiment)
             if target is None:
@@ -481,7 +415,7 @@ class _Validator:
 
     def _target(self, mapping: dict[Any, Any], place: str, experiment: Experiment | None) -> TargetEntry | None:
         errors_before = len(self._errors)
-        self._unknown_keys(mapping, TARGET_KEYS, place)
+        self.unknown_keys(mapping, TARGET_KEYS, place)
         site = link_from = link_to = None
         if mapping.get("site") is not None:
             site = self._site(mapping["site"], f"{place}.site")
@@ -490,11 +424,11 @@ class _Validator:
             if not isinstance(link, dict):
                 self.add(
                     f"{place}.link",
-                    f'must be a mapping such as {{"from": "CERN", "to": "BNL"}}, not {_type_name(link)}',
+                    f'must be a mapping such as {{"from": "CERN", "to": "BNL"}}, not {type_name(link)}',
                 )
             else:
-                self._unknown_keys(link, LINK_KEYS, f"{place}.link")
-                self._required(link, LINK_KEYS, f"{place}.link")
+                self.unknown_keys(link, LINK_KEYS, f"{place}.link")
+                self.required(link, LINK_KEYS, f"{place}.link")
                 if "from" in link:
                     link_from = self._site(link["from"], f"{place}.link.from")
                 if "to" in link:
@@ -530,7 +464,8 @@ class _Validator:
             problems = [problem for problem in problems if problem[0] != "site"]
         for field_name, problem in problems:
             self.add(
-                self._target_field_place(mapping, place, field_name), f"{problem}{_yaml_hint(mapping.get(field_name))}"
+                self._target_field_place(mapping, place, field_name),
+                f"{problem}{self.yaml_hint(mapping.get(field_name))}",
             )
         if len(self._errors) != errors_before:
             return None
@@ -550,10 +485,6 @@ class _Validator:
             # "a site and a direction, or a link": about the target as a whole unless it has a link.
             return f"{place}.link" if "link" in mapping else place
         return f"{place}.{_TARGET_FIELD_PLACES.get(field_name, field_name)}"
-
-
-def _join(place: str, key: str) -> str:
-    return f"{place}.{key}" if place else key
 
 
 __all__ = [

@@ -13,12 +13,12 @@ number (Rucio takes an integer), and the rate in bytes per second beside it.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from common.documents import is_number
 from sites.models import Site, StorageEndpoint
 
 from .choices import ActivityKind
@@ -98,7 +98,7 @@ def _setting_problem(key: str, value: Any) -> str | None:
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             return f"must be an integer from {low} to {high} (seconds), not {value!r}"
     elif key in _FRACTION_KEYS:
-        if not _is_number(value) or not 0 <= value <= 1:
+        if not is_number(value) or not 0 <= value <= 1:
             return f"must be a number from 0 to 1, not {value!r}"
     elif key in _BOOLEAN_KEYS:
         if not isinstance(value, bool):
@@ -106,10 +106,6 @@ def _setting_problem(key: str, value: Any) -> str | None:
     elif not isinstance(value, str) or len(value) > COMMENTS_LENGTH:
         return f"must be text of at most {COMMENTS_LENGTH} characters"
     return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,14 @@ from sites.roles import ActivityExperimentQuerySet, ExperimentRestrictedQuerySet
 from .choices import ActivityKind, CopyMode, Direction
 
 
+class ChallengeQuerySet(ExperimentRestrictedQuerySet):
+    """A challenge is readable through its activities: all, or for a DDM service those with an activity of its
+    experiment (a challenge without one does not exist for it)."""
+
+    experiment_field = "activities__experiment_id"
+    experiment_field_many = True
+
+
 class Challenge(models.Model):
     """A data challenge: its time span and the windows its rates are measured over."""
 
@@ -38,6 +46,8 @@ class Challenge(models.Model):
         help_text="the live alerts' thresholds where they differ from the defaults (challenges.thresholds): "
         "at_risk_fraction, drop_fraction, ...",
     )
+
+    objects = ChallengeQuerySet.as_manager()
 
     class Meta:
         ordering = ["-start", "slug"]

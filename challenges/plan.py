@@ -81,8 +81,9 @@ def plan_import(*, document: dict[str, Any]) -> PlanImportSummary:
     return summary
 
 
-def plan_export(*, challenge: Challenge) -> dict[str, Any]:
-    """A challenge as a plan document, the shape `plan_import` takes, in a constant number of queries.
+def plan_export(*, challenge: Challenge, user: Any = None) -> dict[str, Any]:
+    """A challenge as a plan document, the shape `plan_import` takes, in a constant number of queries; with a user,
+    only the activities they may read (a DDM service: its experiment's).
 
     Times are UTC as `YYYY-MM-DDTHH:MM:SSZ`. The windows and `auto_run` are always given; other optional values
     are left out when empty. Activities come in clock order (start, experiment, name), targets by site and
@@ -91,8 +92,9 @@ def plan_export(*, challenge: Challenge) -> dict[str, Any]:
     targets = Target.objects.select_related("site", "link_from", "link_to").order_by(
         "site__name", "direction", "link_from__name", "link_to__name", "pk"
     )
+    activities = Activity.objects.filter(challenge=challenge)
     activities = (
-        Activity.objects.filter(challenge=challenge)
+        (activities if user is None else activities.restrict(user))
         .select_related("experiment", "source")
         .prefetch_related(Prefetch("targets", queryset=targets))
         .order_by("start", "experiment__name", "name", "pk")

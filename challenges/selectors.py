@@ -18,7 +18,6 @@ from typing import Any
 from django.db.models import Prefetch, Q, QuerySet
 
 from sites.models import Capacity, Site
-from sites.roles import visible_experiment_ids
 
 from .choices import TAPE_KINDS
 from .models import Activity, Challenge, Target
@@ -114,11 +113,7 @@ def clock_grid(*, challenge: Challenge, user: Any = None) -> ClockGrid:
 def challenges_visible(*, user: Any) -> QuerySet[Challenge]:
     """The challenges `user` may read (sites.roles' rule): all of them, or for a DDM service those with an activity
     of its experiment (a challenge without it does not exist for it)."""
-    visible = visible_experiment_ids(user)
-    challenges = Challenge.objects.all()
-    if visible is not None:
-        challenges = challenges.filter(activities__experiment_id__in=visible).distinct()
-    return challenges
+    return Challenge.objects.restrict(user)  # type: ignore[no-any-return]
 
 
 def challenge_activities(*, challenge: Challenge, user: Any = None) -> QuerySet[Activity]:

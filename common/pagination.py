@@ -1,4 +1,4 @@
-"""Bounded pagination for every API list: limit/offset, at most MAX_LIMIT rows a page."""
+"""Bounded pagination for every API list: limit/offset, 100 rows a page unless asked, at most `max_limit` (1000)."""
 
 from rest_framework.pagination import LimitOffsetPagination
 

@@ -73,6 +73,30 @@ def percent_text(ratio: object) -> str:
     return "—" if number is None else f"{significant(number * 100)} %"
 
 
+def duration_text(seconds: float | None) -> str:
+    """A duration as people read it (an ETA, the time a probe has run): "45 s", "3 min 20 s", "2 h 05 min"; an em
+    dash when unknown."""
+    if seconds is None:
+        return EMPTY
+    total = max(round(seconds), 0)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
+
+
+def window_text(seconds: int) -> str:
+    """A window's length as people say it, in its largest whole unit: "5 h", "90 min", "45 s"."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
 def is_whole_number(text: str) -> bool:
     """Whether text (a query parameter, a form word) is a whole number int() reads: ASCII digits only. str.isdigit()
     is also true of "²" and other digits int() refuses, which would end a request in a 500."""

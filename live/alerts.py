@@ -223,7 +223,7 @@ def _drops_by_site(
 
 def _source_conditions(challenge: Challenge, at: datetime, thresholds: Thresholds) -> list[Condition]:
     """source_silent: a DDM source that sent in the past hour, silent for a while, while another source flows."""
-    sources = sources_now(challenge=challenge, at=at, visible=None)
+    sources = sources_now(challenge=challenge, at=at)
     quiet = thresholds.source_silent_minutes * 60
 
     def flowing(source: dict[str, Any]) -> bool:

@@ -22,12 +22,12 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Max, Q
 
-from challenges.models import Challenge, Target
+from challenges.models import Activity, Challenge, Target
 from results.choices import RecordState
 from results.models import OptimizerDecision, RateRollup, TransferRecord
 from results.rollups import minute_floor
 from sites.models import Site
-from sites.roles import visible_experiment_ids
+from sites.roles import experiments_visible
 
 from .now import board_minute, challenge_targets_visible
 
@@ -122,16 +122,16 @@ def _traffic(rows: dict[LinkKey, LinkRow], *, challenge: Challenge, experiments:
         row.window_bytes = float(window_bytes or 0.0)
 
 
-def _decisions(rows: dict[LinkKey, LinkRow], *, challenge: Challenge, visible: set[int] | None, at: datetime) -> None:
-    """The latest optimizer decision of each link: one query (DISTINCT ON the link)."""
+def _decisions(rows: dict[LinkKey, LinkRow], *, challenge: Challenge, user: Any, at: datetime) -> None:
+    """The latest optimizer decision of each link, of no experiment or of one the user may read: one query
+    (DISTINCT ON the link)."""
     if not rows:
         return
     links = Q()
     for source, destination in rows:
         links |= Q(source_site_id=source, destination_site_id=destination)
     decisions = OptimizerDecision.objects.filter(links, at__gte=challenge.start, at__lt=at + timedelta(minutes=1))
-    if visible is not None:
-        decisions = decisions.filter(Q(experiment__isnull=True) | Q(experiment_id__in=visible))
+    decisions = decisions.filter(Q(experiment__isnull=True) | Q(experiment__in=experiments_visible(user=user)))
     for decision in decisions.order_by("source_site_id", "destination_site_id", "-at", "-id").distinct(
         "source_site_id", "destination_site_id"
     ):
@@ -207,13 +207,12 @@ def challenge_links(
     """The link panel as the API gives it (and the page shows it, with window_errors: the failures over the
     challenge's window so far as well), for what `user` may read."""
     at = board_minute(at)
-    visible = visible_experiment_ids(user)
-    experiments = set(challenge.activities.values_list("experiment_id", flat=True))  # type: ignore[attr-defined]
-    if visible is not None:
-        experiments &= visible
+    experiments = set(
+        Activity.objects.filter(challenge=challenge).restrict(user).values_list("experiment_id", flat=True)
+    )
     rows = _planned_links(challenge_targets_visible(challenge=challenge, user=user), at)
     _traffic(rows, challenge=challenge, experiments=sorted(experiments), at=at)
-    _decisions(rows, challenge=challenge, visible=visible, at=at)
+    _decisions(rows, challenge=challenge, user=user, at=at)
     hour_errors = _failures(rows, experiments=sorted(experiments), since=at - HOUR, at=at)
     all_errors = _failures(rows, experiments=sorted(experiments), since=challenge.start, at=at) if window_errors else {}
     names = dict(Site.objects.filter(pk__in={pk for key in rows for pk in key}).values_list("pk", "name"))

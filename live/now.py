@@ -16,13 +16,13 @@ from typing import Any
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
-from challenges.models import Challenge, Target
+from challenges.models import Activity, Challenge, Target
 from challenges.thresholds import Thresholds, challenge_thresholds
 from ingest.consumer import consumer_lag
 from results.choices import Origin
 from results.models import RateRollup, TransferRecord
 from results.projection import ENDED, VERDICT_ORDER, target_projection
-from results.rates import flows_series, rates_for_targets
+from results.rates import flows_series, targets_rates_cached
 from results.rollups import minute_floor
 from sites.models import Experiment, Site
 
@@ -103,7 +103,7 @@ def targets_now(*, targets: list[Target], at: datetime, thresholds: Thresholds) 
         rows[target.pk] = now
     if ended:
         challenge = ended[0].activity.challenge
-        finals = rates_for_targets(
+        finals = targets_rates_cached(
             targets=ended, max_window=challenge.max_window, stable_window=challenge.stable_window
         )
         for target, final in zip(ended, finals, strict=True):
@@ -131,13 +131,11 @@ def challenge_site_ids(*, challenge: Challenge) -> set[int]:
     return ids
 
 
-def sites_now(*, challenge: Challenge, at: datetime, visible: set[int] | None) -> list[dict[str, Any]]:
+def sites_now(*, challenge: Challenge, at: datetime, user: Any) -> list[dict[str, Any]]:
     """Every site of the challenge: bytes per second in and out over the last hour, over all experiments (that
-    `visible` names; None: all) and per experiment (the per-site view that was missing after DC21)."""
+    `user` may read) and per experiment (the per-site view that was missing after DC21)."""
     site_ids = challenge_site_ids(challenge=challenge)
-    minutes = RateRollup.objects.filter(minute__gte=at - timedelta(hours=1), minute__lt=at)
-    if visible is not None:
-        minutes = minutes.filter(experiment_id__in=visible)
+    minutes = RateRollup.objects.restrict(user).filter(minute__gte=at - timedelta(hours=1), minute__lt=at)
     flows: dict[tuple[int, str], dict[int | None, float]] = {}
     for side, column in (("in", "destination_site_id"), ("out", "source_site_id")):
         for site_id, experiment_id, moved in (
@@ -170,14 +168,14 @@ def sites_now(*, challenge: Challenge, at: datetime, visible: set[int] | None) -
     return result
 
 
-def sources_now(*, challenge: Challenge, at: datetime, visible: set[int] | None) -> list[dict[str, Any]]:
+def sources_now(*, challenge: Challenge, at: datetime, user: Any = None) -> list[dict[str, Any]]:
     """How fresh each source of the challenge's records is: the latest record's end, its age, the records of the
     last hour (a record that ended after the board's minute is as fresh as can be: age 0). Records of the challenge's
     experiments (read through the index on experiment and start: the last day first, the whole challenge only for a
-    source silent that long)."""
-    experiments = set(challenge.activities.values_list("experiment_id", flat=True))  # type: ignore[attr-defined]
-    if visible is not None:
-        experiments &= visible
+    source silent that long); with a user, of the experiments they may read."""
+    activities = Activity.objects.filter(challenge=challenge)
+    activities = activities if user is None else activities.restrict(user)
+    experiments = set(activities.values_list("experiment_id", flat=True))
     records = TransferRecord.objects.filter(experiment_id__in=experiments, start__lt=at)
     recent = {
         row["origin"]: row
@@ -232,12 +230,9 @@ def target_row(row: TargetNow) -> dict[str, Any]:
 
 def now_board(*, challenge: Challenge, user: Any, at: datetime | None = None) -> dict[str, Any]:
     """The now board as the API gives it and the page shows it, for what `user` may read."""
-    from sites.roles import visible_experiment_ids
-
     from .selectors import alerts_visible
 
     at = board_minute(at)
-    visible = visible_experiment_ids(user)
     rows = targets_now(
         targets=challenge_targets_visible(challenge=challenge, user=user),
         at=at,
@@ -246,7 +241,7 @@ def now_board(*, challenge: Challenge, user: Any, at: datetime | None = None) ->
     return {
         "at": at,
         "targets": [target_row(row) for row in rows],
-        "sites": sites_now(challenge=challenge, at=at, visible=visible),
-        "sources": sources_now(challenge=challenge, at=at, visible=visible),
+        "sites": sites_now(challenge=challenge, at=at, user=user),
+        "sources": sources_now(challenge=challenge, at=at, user=user),
         "alerts": list(alerts_visible(user=user, challenge=challenge, state="open")),
     }

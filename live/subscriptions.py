@@ -11,7 +11,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from challenges.selectors import challenges_visible
 from sites.models import Experiment, Site
-from sites.roles import user_is_coordinator, visible_experiment_ids
+from sites.roles import experiments_visible, user_is_coordinator
 
 from .models import Alert, AlertDelivery, AlertSubscription
 from .webhooks import webhook_url_problem
@@ -72,12 +72,12 @@ def _scope_problems(*, user: Any, fields: dict[str, Any]) -> None:
     """Refuse (PermissionDenied) experiments the user may not read; a challenge they may not read is unknown."""
     if user_is_coordinator(user=user):
         return
-    visible = visible_experiment_ids(user)
-    if visible is None:
-        return
-    hidden = sorted(experiment.name for experiment in fields.get("experiments") or [] if experiment.pk not in visible)
+    visible = experiments_visible(user=user)
+    asked = fields.get("experiments") or []
+    readable_ids = set(visible.filter(pk__in=[experiment.pk for experiment in asked]).values_list("pk", flat=True))
+    hidden = sorted(experiment.name for experiment in asked if experiment.pk not in readable_ids)
     if hidden:
-        readable = ", ".join(Experiment.objects.filter(pk__in=visible).order_by("name").values_list("name", flat=True))
+        readable = ", ".join(visible.order_by("name").values_list("name", flat=True))
         raise PermissionDenied(
             f"experiments: you may not subscribe to the alerts of {', '.join(hidden)}: your role reads those of "
             f"{readable or 'no experiment'} only"

@@ -30,9 +30,10 @@ from sites.models import Experiment
 from sites.roles import visible_experiment_ids
 
 from . import failures, matrix
-from .api.records import RecordFilter, records_visible_to
+from .filters import RecordFilter
 from .forms import FailureRuleForm
 from .models import FailureRule, TransferRecord
+from .selectors import records_visible_to
 from .tasks import failures_recategorize_on_commit
 
 RECORDS_PAGE = 100

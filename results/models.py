@@ -133,6 +133,9 @@ class RateKeyCounts(models.Model):
     files_ok = models.PositiveIntegerField(default=0)
     files_failed = models.PositiveIntegerField(default=0)
 
+    # The rows of an experiment a user may read (the access policy: sites.roles).
+    objects = ExperimentRestrictedQuerySet.as_manager()
+
     class Meta:
         abstract = True
 

@@ -489,7 +489,7 @@ def results_cache_set(values: dict[str, Any]) -> None:
         logger.warning("results cache unavailable (%s): not stored", exc)
 
 
-def rates_for_targets(*, targets: Iterable[Target], max_window: int, stable_window: int) -> list[TargetRates]:
+def targets_rates_cached(*, targets: Iterable[Target], max_window: int, stable_window: int) -> list[TargetRates]:
     """Target versus achieved for these targets, from the cache where the rollups have not changed since the row
     was computed, computed (in one query for all the others) and cached otherwise. One query for the versions,
     one for the rollup when anything is missing."""
@@ -560,7 +560,7 @@ def rates_for_challenge(
     *, challenge: Challenge, experiment: str | None = None, activity: str | None = None, site: str | None = None
 ) -> list[TargetRates]:
     """Target versus achieved for every (filtered) target of the challenge."""
-    return rates_for_targets(
+    return targets_rates_cached(
         targets=challenge_targets(challenge=challenge, experiment=experiment, activity=activity, site=site),
         max_window=challenge.max_window,
         stable_window=challenge.stable_window,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,11 +18,17 @@ from challenges.models import Challenge, Target
 
 from .models import TransferRecord
 from .projection import NOT_STARTED, Projection, SoFar, target_projection
-from .rates import TargetRates, challenge_targets, flows_series, targets_rates_compute
-from .rates import rates_for_targets as cached_rates_for_targets
+from .rates import TargetRates, challenge_targets, flows_series, targets_rates_cached, targets_rates_compute
 from .rollups import minute_floor
 
 BIN_CHOICES = (1, 5, 10, 60)  # minutes
+RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
+
+
+def records_visible_to(*, user: Any) -> QuerySet[TransferRecord]:
+    """The records a user may read (the access policy: TransferRecord.objects.restrict), oldest first, with their
+    experiment and sites."""
+    return TransferRecord.objects.restrict(user).select_related(*RECORD_RELATIONS).order_by("start", "id")
 
 
 def targets_for_challenge(
@@ -31,14 +37,12 @@ def targets_for_challenge(
     experiment: str | None = None,
     activity: str | None = None,
     site: str | None = None,
-    experiment_ids: Collection[int] | None = None,
+    user: Any = None,
 ) -> QuerySet[Target]:
-    """The challenge's targets with the filters of the table; `experiment_ids` (None for all) limits them to the
-    experiments the reader may see (a DDM service: its own)."""
+    """The challenge's targets with the filters of the table; with a user, those they may read (Target's
+    restrict: a DDM service reads its own experiment's)."""
     targets = challenge_targets(challenge=challenge, experiment=experiment, activity=activity, site=site)
-    if experiment_ids is not None:
-        targets = targets.filter(activity__experiment_id__in=experiment_ids)
-    return targets
+    return targets if user is None else targets.restrict(user)  # type: ignore[attr-defined, no-any-return]
 
 
 def rates_for_targets(
@@ -54,9 +58,7 @@ def rates_for_targets(
             stable_window=challenge.stable_window,
             with_minutes=True,
         )
-    return cached_rates_for_targets(
-        targets=targets, max_window=challenge.max_window, stable_window=challenge.stable_window
-    )
+    return targets_rates_cached(targets=targets, max_window=challenge.max_window, stable_window=challenge.stable_window)
 
 
 def challenge_rates(
@@ -65,14 +67,12 @@ def challenge_rates(
     experiment: str | None = None,
     activity: str | None = None,
     site: str | None = None,
-    experiment_ids: Collection[int] | None = None,
+    user: Any = None,
 ) -> list[TargetRates]:
     """Target versus achieved for every (filtered, visible) target of the challenge: one query for the targets,
     one for the rollup versions and, for the rows not cached, one on the rollup (plus the raw records of the
     partial minutes of windows that do not start and end on a minute)."""
-    targets = targets_for_challenge(
-        challenge=challenge, experiment=experiment, activity=activity, site=site, experiment_ids=experiment_ids
-    )
+    targets = targets_for_challenge(challenge=challenge, experiment=experiment, activity=activity, site=site, user=user)
     rates = rates_for_targets(challenge=challenge, targets=targets)
     rates_so_far(rates=rates, at=minute_floor(timezone.now()))
     runs_outside_windows(rates=rates)
@@ -130,9 +130,9 @@ class RateFilterChoices:
     sites: list[str]
 
 
-def rate_filter_choices(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> RateFilterChoices:
-    """The filter options of the challenge's targets, in one query."""
-    rows = targets_for_challenge(challenge=challenge, experiment_ids=experiment_ids).values_list(
+def rate_filter_choices(*, challenge: Challenge, user: Any = None) -> RateFilterChoices:
+    """The filter options of the challenge's targets (those the user may read, when given), in one query."""
+    rows = targets_for_challenge(challenge=challenge, user=user).values_list(
         "activity__experiment__name", "activity__name", "site__name", "link_from__name", "link_to__name"
     )
     experiments: set[str] = set()

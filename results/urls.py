@@ -11,6 +11,6 @@ urlpatterns = [
     # Two segments: no challenge slug can take this path.
     path("about/numbers/", views.about_numbers, name="about"),
     path("<slug:slug>/", views.challenge_rates, name="rates"),
-    path("<slug:slug>/targets/<int:pk>/", views.target_rates, name="target"),
+    path("<slug:slug>/targets/<int:pk>/", views.target_rates_page, name="target"),
     path("<slug:slug>/compare/", views.challenge_compare, name="compare"),
 ]

@@ -20,9 +20,8 @@ from challenges.models import Challenge, Target
 from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
 from common.times import iso_utc
-from common.units import is_whole_number, size_text
+from common.units import is_whole_number, size_text, window_text
 from reports.selectors import ReportMarker, outages_overlapping, report_markers
-from sites.roles import visible_experiment_ids
 
 from . import charts, selectors
 from .attribution import attribution_status
@@ -72,17 +71,8 @@ def _query(filters: dict[str, str | None]) -> str:
     return urlencode({name: value for name, value in filters.items() if value})
 
 
-def duration_text(seconds: int) -> str:
-    """A window's length as people say it: "5 h", "90 min", "45 s"."""
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    if seconds % 60 == 0:
-        return f"{seconds // 60} min"
-    return f"{seconds} s"
-
-
 def _windows(challenge: Challenge) -> dict[str, str]:
-    return {"max_window": duration_text(challenge.max_window), "stable_window": duration_text(challenge.stable_window)}
+    return {"max_window": window_text(challenge.max_window), "stable_window": window_text(challenge.stable_window)}
 
 
 def _optional_url(name: str, *args: Any) -> str | None:
@@ -215,9 +205,8 @@ def challenge_list(request: HttpRequest) -> HttpResponse:
 def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
     """Target versus achieved: one row per target, filtered by ?experiment=, ?activity=, ?site=."""
     challenge = get_object_or_404(Challenge.objects.select_related("compare_with"), slug=slug)
-    visible = visible_experiment_ids(request.user)
     filters = _filters(request, FILTERS)
-    rates = selectors.challenge_rates(challenge=challenge, experiment_ids=visible, **filters)
+    rates = selectors.challenge_rates(challenge=challenge, user=request.user, **filters)
     if export_requested(request):
         api_rows = [row.as_row() for row in rates]
         return table_response(
@@ -231,7 +220,7 @@ def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         "challenge": challenge,
         "rows": [_rate_row(row, slug, markers) for row in rates],
-        "choices": selectors.rate_filter_choices(challenge=challenge, experiment_ids=visible),
+        "choices": selectors.rate_filter_choices(challenge=challenge, user=request.user),
         "filters": filters,
         "query": _query(filters),
         "windows": _windows(challenge),
@@ -259,18 +248,17 @@ SERIES_COLUMNS = ["start", "end", "rate"]
 
 
 @read_access
-def target_rates(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def target_rates_page(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """One target over time: its rate in bins (?bin=1|5|10|60 minutes; by default by the activity's length),
     the target line, the stable and max windows, and the histogram of the bins' rates with their statistics.
     The export is the binned series."""
     target = get_object_or_404(
-        Target.objects.select_related("activity__challenge", "activity__experiment", "site", "link_from", "link_to"),
+        Target.objects.restrict(request.user).select_related(
+            "activity__challenge", "activity__experiment", "site", "link_from", "link_to"
+        ),
         pk=pk,
         activity__challenge__slug=slug,
     )
-    visible = visible_experiment_ids(request.user)
-    if visible is not None and target.activity.experiment_id not in visible:
-        raise Http404("no such target")
     challenge = target.activity.challenge
     rates = selectors.rates_for_targets(challenge=challenge, targets=[target], with_minutes=True)[0]
     requested = request.GET.get("bin", "")
@@ -384,11 +372,10 @@ def challenge_compare(request: HttpRequest, slug: str) -> HttpResponse:
     earlier_challenge = challenge.compare_with
     if earlier_challenge is None:
         raise Http404("this challenge is not set to compare with an earlier one")
-    visible = visible_experiment_ids(request.user)
     filters = _filters(request, COMPARE_FILTERS)
     rows = selectors.rates_compare(
-        current=selectors.challenge_rates(challenge=challenge, experiment_ids=visible, **filters),
-        earlier=selectors.challenge_rates(challenge=earlier_challenge, experiment_ids=visible, **filters),
+        current=selectors.challenge_rates(challenge=challenge, user=request.user, **filters),
+        earlier=selectors.challenge_rates(challenge=earlier_challenge, user=request.user, **filters),
     )
     if export_requested(request):
         json_rows = [_compared_json(row) for row in rows]
@@ -412,7 +399,7 @@ def challenge_compare(request: HttpRequest, slug: str) -> HttpResponse:
             }
             for row in rows
         ],
-        "choices": selectors.rate_filter_choices(challenge=challenge, experiment_ids=visible),
+        "choices": selectors.rate_filter_choices(challenge=challenge, user=request.user),
         "filters": filters,
         "query": _query(filters),
         "matched": sum(1 for row in rows if row.matched),

@@ -122,78 +122,94 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     )
 
 
+# What a probe gives back: the files it copied or read (they become records), its summary, and an error or "".
+ProbeResult = tuple[list[FileOutcome], dict[str, Any], str]
+
+
+def _staging_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+    from .probes.staging import stage_files
+
+    urls = list(parameters["urls"])
+    mounts_before = probe_context().tape_mounts(urls[0])
+    staging = stage_files(
+        gfal2_context(),
+        urls,
+        bulk_size=parameters["bulk_size"],
+        pin_time=parameters["pin_time"],
+        timeout=parameters["timeout"],
+        poll_interval=parameters["poll_interval"],
+        cancel=cancelled,
+    )
+    mounts_after = probe_context().tape_mounts(urls[0])
+    summary = staging.to_dict()
+    # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
+    summary["mounts"] = mounts_after - mounts_before if mounts_before is not None and mounts_after is not None else None
+    return list(staging.files), summary, ""
+
+
+def _network_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+    from .probes.network import network_probe
+
+    network = network_probe(
+        parameters["host"],
+        parameters["port"],
+        streams=parameters["streams"],
+        duration=parameters["duration"],
+        reverse=parameters["reverse"],
+        cancel=cancelled,
+    )
+    error = "" if getattr(network, "ok", True) else f"network probe failed: {getattr(network, 'error', '')}"
+    return [], network.to_dict(), error
+
+
+def _cache_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+    from .probes.cache import cache_study
+
+    cache_url = parameters["cache_url"]
+    cache_result = cache_study(
+        gfal2_context(),
+        list(parameters["origin_urls"]),
+        cache_url_of=_cache_url_of(cache_url),
+        flush=functools.partial(probe_context().cache_flush, cache_url),
+    )
+    return list(cache_result.files), cache_result.to_dict(), ""
+
+
+def _io_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+    from .probes.io import io_probe
+
+    io_result = io_probe(
+        gfal2_context(), parameters["endpoint"], parameters["file_size"], timeout=parameters["timeout"]
+    )
+    return list(io_result.files), io_result.to_dict(), ""
+
+
+# The probe of each kind of run that is one task (transfer runs go file by file through the engine instead).
+PROBES = {
+    ActivityKind.STAGING: _staging_probe,
+    ActivityKind.NETWORK: _network_probe,
+    ActivityKind.CACHE: _cache_probe,
+    ActivityKind.IO: _io_probe,
+}
+
+
 def run_probe(run_id: int) -> None:
     """Run a staging, network, cache or io probe as one task; its files become records, its summary the run's."""
     run = run_probe_begin(run_id)
     if run is None:
         return
-    parameters = run.parameters
-    outcomes: list[FileOutcome] = []
-    summary: dict[str, Any] = {}
-    error = ""
+    result: ProbeResult = ([], {}, f"no probe for runs of kind {run.kind}")
     cancelled = threading.Event()  # set by the watcher when the run ends (cancelled, reaped) under the probe
     watcher.add_probe(run_id, cancelled)
     try:
-        if run.kind == ActivityKind.STAGING:
-            from .probes.staging import stage_files
-
-            urls = list(parameters["urls"])
-            mounts_before = probe_context().tape_mounts(urls[0])
-            staging = stage_files(
-                gfal2_context(),
-                urls,
-                bulk_size=parameters["bulk_size"],
-                pin_time=parameters["pin_time"],
-                timeout=parameters["timeout"],
-                poll_interval=parameters["poll_interval"],
-                cancel=cancelled,
-            )
-            mounts_after = probe_context().tape_mounts(urls[0])
-            outcomes, summary = list(staging.files), staging.to_dict()
-            # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
-            summary["mounts"] = (
-                mounts_after - mounts_before if mounts_before is not None and mounts_after is not None else None
-            )
-        elif run.kind == ActivityKind.NETWORK:
-            from .probes.network import network_probe
-
-            network = network_probe(
-                parameters["host"],
-                parameters["port"],
-                streams=parameters["streams"],
-                duration=parameters["duration"],
-                reverse=parameters["reverse"],
-                cancel=cancelled,
-            )
-            summary = network.to_dict()
-            if not getattr(network, "ok", True):
-                error = f"network probe failed: {getattr(network, 'error', '')}"
-        elif run.kind == ActivityKind.CACHE:
-            from .probes.cache import cache_study
-
-            cache_url = parameters["cache_url"]
-            cache_result = cache_study(
-                gfal2_context(),
-                list(parameters["origin_urls"]),
-                cache_url_of=_cache_url_of(cache_url),
-                flush=functools.partial(probe_context().cache_flush, cache_url),
-            )
-            outcomes, summary = list(cache_result.files), cache_result.to_dict()
-        elif run.kind == ActivityKind.IO:
-            from .probes.io import io_probe
-
-            io_result = io_probe(
-                gfal2_context(), parameters["endpoint"], parameters["file_size"], timeout=parameters["timeout"]
-            )
-            outcomes, summary = list(io_result.files), io_result.to_dict()
-        else:
-            error = f"no probe for runs of kind {run.kind}"
+        if (probe := PROBES.get(run.kind)) is not None:
+            result = probe(run.parameters, cancelled)
     except Exception as exc:  # the probe's own failure ends the run with its reason
         logger.exception("run %s", run_id)
-        error = f"{run.kind} probe failed: {getattr(exc, 'message', '') or exc}"
+        result = ([], {}, f"{run.kind} probe failed: {getattr(exc, 'message', '') or exc}")
     finally:
         watcher.remove_probe(run_id)
-    run_probe_store(run_id, outcomes, summary, error)
+    run_probe_store(run_id, *result)
 
 
 @shared_task(name=COPIES_DELETE_TASK, ignore_result=True, acks_late=True)

@@ -26,7 +26,7 @@ from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge
 from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
-from common.units import is_whole_number
+from common.units import duration_text, is_whole_number
 from results.active_rates import active_rates
 from results.link_matrix import link_matrix
 from results.models import TransferRecord
@@ -124,20 +124,6 @@ def parameter_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(str(item) for item in value)
     return str(value)
-
-
-def duration_text(seconds: float | None) -> str:
-    """An ETA as people read it: "45 s", "3 min 20 s", "2 h 05 min"; an em dash when unknown."""
-    if seconds is None:
-        return "—"
-    total = max(round(seconds), 0)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {secs} s"
-    return f"{secs} s"
 
 
 def records_query(run: Run) -> dict[str, str] | None:

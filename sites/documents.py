@@ -7,8 +7,6 @@ per second and sizes in bytes.
 
 from __future__ import annotations
 
-import itertools
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +14,7 @@ from typing import Any
 
 from django.db.models.functions import Lower
 
-from common.documents import DocumentError, DocumentParseError, document_parse
+from common.documents import DocumentError, DocumentValidator, document_load, is_number, type_name
 
 from .choices import EndpointKind, Implementation, TpcMode
 from .models import Experiment, NetworkHost, StorageEndpoint
@@ -58,6 +56,7 @@ RSE_LENGTH = 128
 
 _COUNTRY = re.compile(r"^[A-Z]{2}$")
 _NETWORK_HOST = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?$")
+_DOCUMENT_SHAPE = " and ".join(DOCUMENT_KEYS)
 _IMPLEMENTATIONS = {value.lower(): value for value in Implementation.values}
 
 
@@ -120,15 +119,9 @@ class SitesDocument:
 def sites_document_load(*, text: str | bytes, content_type: str | None = None) -> dict[str, Any]:
     """Parse a sites document. A content type naming JSON or YAML decides the format; otherwise JSON is tried
     first and YAML (a superset) second. Raises SitesDocumentError when the text is not a mapping."""
-    try:
-        document = document_parse(text=text, content_type=content_type)
-    except DocumentParseError as exc:
-        raise _document_error(str(exc)) from exc
-    if document is None:
-        raise _document_error("the document is empty")
-    if not isinstance(document, dict):
-        raise _document_error(f"must be a mapping with {' and '.join(DOCUMENT_KEYS)}, not {_type_name(document)}")
-    return document
+    return document_load(
+        text=text, content_type=content_type, error=SitesDocumentError, shape=f"a mapping with {_DOCUMENT_SHAPE}"
+    )
 
 
 def sites_document_validate(*, document: Any) -> SitesDocument:
@@ -140,82 +133,28 @@ def sites_document_validate(*, document: Any) -> SitesDocument:
     return _Validator().validate(document)
 
 
-def _document_error(reason: str) -> SitesDocumentError:
-    return SitesDocumentError([{"place": "document", "error": reason}])
-
-
-def _type_name(value: Any) -> str:
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-class _Validator:
+class _Validator(DocumentValidator):
     """One pass over a document. Checks that need the database are deferred and run together at the end,
     each keeping its position so that the errors come out in document order."""
 
+    error = SitesDocumentError
+    yaml_exponent_example = "1.0e15"
+
     def __init__(self) -> None:
-        self._order = itertools.count()
-        self._errors: list[tuple[int, str, str]] = []
+        super().__init__()
         self._experiment_references: list[tuple[int, str, str]] = []  # (order, place, name)
         self._urls: list[tuple[int, str, str, str]] = []  # (order, place, url, site name)
         self._addresses: list[tuple[int, str, str, str]] = []  # (order, place, address, site name)
         self._rses: list[tuple[int, str, str, str]] = []  # (order, place, RSE name, site name)
 
-    def add(self, place: str, error: str) -> None:
-        self._errors.append((next(self._order), place, error))
-
     def validate(self, document: Any) -> SitesDocument:
-        if not isinstance(document, dict):
-            self.add("document", f"must be a mapping with {' and '.join(DOCUMENT_KEYS)}, not {_type_name(document)}")
-            self._raise_if_errors()
-        self._unknown_keys(document, DOCUMENT_KEYS, "")
+        document = self.document_mapping(document, f"a mapping with {_DOCUMENT_SHAPE}")
+        self.unknown_keys(document, DOCUMENT_KEYS, "")
         experiments = self._experiments(document.get("experiments", []))
         sites = self._sites(document.get("sites", []))
         self._check_against_registry(declared={name.lower() for name in experiments})
-        self._raise_if_errors()
+        self.raise_if_errors()
         return SitesDocument(experiments=experiments, sites=sites)
-
-    def _raise_if_errors(self) -> None:
-        if self._errors:
-            ordered = sorted(self._errors, key=lambda error: error[0])
-            raise SitesDocumentError([{"place": place, "error": error} for _, place, error in ordered])
-
-    def _unknown_keys(self, mapping: dict[Any, Any], allowed: tuple[str, ...], place: str) -> None:
-        for key in mapping:
-            if key not in allowed:
-                self.add(_join(place, str(key)), f"unknown key; allowed: {', '.join(allowed)}")
-
-    def _list(self, value: Any, place: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.add(place, f"must be a list, not {_type_name(value)}")
-            return []
-        return value
-
-    def _mapping(self, value: Any, place: str) -> dict[Any, Any] | None:
-        if not isinstance(value, dict):
-            self.add(place, f"must be a mapping, not {_type_name(value)}")
-            return None
-        return value
-
-    def _name(self, value: Any, place: str, max_length: int) -> str | None:
-        if not isinstance(value, str) or not value.strip():
-            self.add(
-                place, "must be a non-empty string" + ("" if isinstance(value, str) else f", not {_type_name(value)}")
-            )
-            return None
-        if value != value.strip():
-            self.add(place, "must not start or end with spaces")
-            return None
-        if len(value) > max_length:
-            self.add(place, f"longer than {max_length} characters")
-            return None
-        return value
 
     def _strings(
         self,
@@ -230,7 +169,7 @@ class _Validator:
         fails); returns the good ones with their places."""
         result: list[tuple[str, str]] = []
         first_place: dict[str, str] = {}
-        for index, item in enumerate(self._list(value, place)):
+        for index, item in enumerate(self.list_value(value, place)):
             item_place = f"{place}[{index}]"
             key = item.lower() if ignore_case and isinstance(item, str) else item
             if not isinstance(item, str) or not item.strip():
@@ -250,16 +189,16 @@ class _Validator:
     def _experiments(self, value: Any) -> list[str]:
         names: list[str] = []
         first_place: dict[str, str] = {}
-        for index, entry in enumerate(self._list(value, "experiments")):
+        for index, entry in enumerate(self.list_value(value, "experiments")):
             place = f"experiments[{index}]"
-            mapping = self._mapping(entry, place)
+            mapping = self.mapping_value(entry, place)
             if mapping is None:
                 continue
-            self._unknown_keys(mapping, EXPERIMENT_KEYS, place)
+            self.unknown_keys(mapping, EXPERIMENT_KEYS, place)
             if "name" not in mapping:
                 self.add(f"{place}.name", "required")
                 continue
-            name = self._name(mapping["name"], f"{place}.name", EXPERIMENT_NAME_LENGTH)
+            name = self.name_value(mapping["name"], f"{place}.name", EXPERIMENT_NAME_LENGTH)
             if name is None:
                 continue
             if name.lower() in first_place:
@@ -272,18 +211,16 @@ class _Validator:
     def _sites(self, value: Any) -> list[SiteEntry]:
         sites: list[SiteEntry] = []
         first_place: dict[str, str] = {}
-        for index, entry in enumerate(self._list(value, "sites")):
+        for index, entry in enumerate(self.list_value(value, "sites")):
             place = f"sites[{index}]"
-            mapping = self._mapping(entry, place)
+            mapping = self.mapping_value(entry, place)
             if mapping is None:
                 continue
-            self._unknown_keys(mapping, SITE_KEYS, place)
-            for key in SITE_REQUIRED_KEYS:
-                if key not in mapping:
-                    self.add(f"{place}.{key}", "required")
+            self.unknown_keys(mapping, SITE_KEYS, place)
+            self.required(mapping, SITE_REQUIRED_KEYS, place)
             name = None
             if "name" in mapping:
-                name = self._name(mapping["name"], f"{place}.name", SITE_NAME_LENGTH)
+                name = self.name_value(mapping["name"], f"{place}.name", SITE_NAME_LENGTH)
                 if name is not None and name in first_place:
                     self.add(f"{place}.name", f"{name!r} repeats {first_place[name]}")
                 elif name is not None:
@@ -303,7 +240,7 @@ class _Validator:
             self.add(f"{place}.country", f"must be a two-letter upper-case ISO 3166-1 code such as IT, not {country!r}")
         experiments = self._strings(mapping.get("experiments"), f"{place}.experiments", ignore_case=True)
         for item_place, experiment in experiments:
-            self._experiment_references.append((next(self._order), item_place, experiment))
+            self._experiment_references.append((self.position(), item_place, experiment))
         contacts = self._strings(mapping.get("contacts"), f"{place}.contacts")
         latitude = self._coordinate(mapping.get("latitude"), f"{place}.latitude", 90)
         longitude = self._coordinate(mapping.get("longitude"), f"{place}.longitude", 180)
@@ -312,7 +249,7 @@ class _Validator:
             capacity = self._capacity(mapping["capacity"], f"{place}.capacity")
         endpoints = [
             endpoint
-            for index, entry in enumerate(self._list(mapping.get("endpoints"), f"{place}.endpoints"))
+            for index, entry in enumerate(self.list_value(mapping.get("endpoints"), f"{place}.endpoints"))
             if (endpoint := self._endpoint(entry, f"{place}.endpoints[{index}]", name, experiments)) is not None
         ]
         network_hosts = self._network_hosts(mapping.get("network_hosts"), f"{place}.network_hosts", name)
@@ -334,23 +271,23 @@ class _Validator:
     def _coordinate(self, value: Any, place: str, limit: int) -> float | None:
         if value is None:
             return None
-        if not _is_number(value) or not -limit <= value <= limit:
+        if not is_number(value) or not -limit <= value <= limit:
             self.add(place, f"must be a number from {-limit} to {limit}, not {value!r}")
             return None
         return float(value)
 
     def _capacity(self, value: Any, place: str) -> CapacityEntry | None:
-        mapping = self._mapping(value, place)
+        mapping = self.mapping_value(value, place)
         if mapping is None:
             return None
-        self._unknown_keys(mapping, CAPACITY_KEYS, place)
+        self.unknown_keys(mapping, CAPACITY_KEYS, place)
         values: dict[str, Any] = {}
         for key in CAPACITY_FLOAT_KEYS:
             number = mapping.get(key)
             if number is None:
                 continue
-            if not _is_number(number) or number < 0:
-                self.add(f"{place}.{key}", f"must be a non-negative number, not {number!r}{_yaml_hint(number)}")
+            if not is_number(number) or number < 0:
+                self.add(f"{place}.{key}", f"must be a non-negative number, not {number!r}{self.yaml_hint(number)}")
             else:
                 values[key] = float(number)
         for key, maximum in CAPACITY_INTEGER_KEYS.items():
@@ -358,10 +295,10 @@ class _Validator:
             if number is None:
                 continue
             # 1e15 is a natural way to write a size: an integral float counts as an integer.
-            if not _is_number(number) or number < 0 or number != int(number) or number > maximum:
+            if not is_number(number) or number < 0 or number != int(number) or number > maximum:
                 self.add(
                     f"{place}.{key}",
-                    f"must be a non-negative integer up to {maximum}, not {number!r}{_yaml_hint(number)}",
+                    f"must be a non-negative integer up to {maximum}, not {number!r}{self.yaml_hint(number)}",
                 )
             else:
                 values[key] = int(number)
@@ -370,22 +307,22 @@ class _Validator:
     def _endpoint(
         self, entry: Any, place: str, site_name: str, site_experiments: list[tuple[str, str]]
     ) -> EndpointEntry | None:
-        mapping = self._mapping(entry, place)
+        mapping = self.mapping_value(entry, place)
         if mapping is None:
             return None
-        self._unknown_keys(mapping, ENDPOINT_KEYS, place)
+        self.unknown_keys(mapping, ENDPOINT_KEYS, place)
         errors_before = len(self._errors)
         url = mapping.get("url")
         if "url" not in mapping:
             self.add(f"{place}.url", "required")
         elif not isinstance(url, str) or not url:
-            self.add(f"{place}.url", f"must be a non-empty string, not {_type_name(url)}")
+            self.add(f"{place}.url", f"must be a non-empty string, not {type_name(url)}")
         elif len(url) > URL_LENGTH or url != url.strip():
             self.add(f"{place}.url", f"must be at most {URL_LENGTH} characters without surrounding spaces")
         elif (problem := endpoint_url_problem(url)) is not None:
             self.add(f"{place}.url", problem)
         else:
-            self._urls.append((next(self._order), f"{place}.url", url, site_name))
+            self._urls.append((self.position(), f"{place}.url", url, site_name))
         implementation = Implementation.OTHER.value
         if mapping.get("implementation") is not None:
             given = mapping["implementation"]
@@ -405,7 +342,7 @@ class _Validator:
             check=lambda mode: None if mode in TpcMode.values else f"must be one of {', '.join(TpcMode.values)}",
         )
         rse_names = self._strings(mapping.get("rse"), f"{place}.rse", max_length=RSE_LENGTH)
-        self._rses.extend((next(self._order), rse_place, rse, site_name) for rse_place, rse in rse_names)
+        self._rses.extend((self.position(), rse_place, rse, site_name) for rse_place, rse in rse_names)
         experiments = self._endpoint_experiments(mapping.get("experiments"), f"{place}.experiments", site_experiments)
         if len(self._errors) != errors_before or not isinstance(url, str):
             return None
@@ -434,7 +371,7 @@ class _Validator:
     def _network_hosts(self, value: Any, place: str, site_name: str) -> list[str]:
         addresses = self._strings(value, place, max_length=ADDRESS_LENGTH, check=_network_host_problem)
         for item_place, address in addresses:
-            self._addresses.append((next(self._order), item_place, address, site_name))
+            self._addresses.append((self.position(), item_place, address, site_name))
         return [address for _, address in addresses]
 
     def _check_against_registry(self, *, declared: set[str]) -> None:
@@ -443,7 +380,7 @@ class _Validator:
             first_place: dict[str, str] = {}
             for order, place, value, _ in entries:
                 if value in first_place:
-                    self._errors.append((order, place, f"this {noun} repeats {first_place[value]}"))
+                    self.add_at(order, place, f"this {noun} repeats {first_place[value]}")
                 else:
                     first_place[value] = place
         undeclared = {name.lower() for _, _, name in self._experiment_references} - declared
@@ -456,7 +393,7 @@ class _Validator:
             for order, place, name in self._experiment_references:
                 if name.lower() not in declared and name.lower() not in known:
                     reason = f"experiment {name!r} is neither in the document's experiments nor in the registry"
-                    self._errors.append((order, place, reason))
+                    self.add_at(order, place, reason)
         if self._urls:
             owners = dict(
                 StorageEndpoint.objects.filter(url__in={url for _, _, url, _ in self._urls}).values_list(
@@ -466,7 +403,7 @@ class _Validator:
             for order, place, url, site_name in self._urls:
                 owner = owners.get(url)
                 if owner is not None and owner != site_name:
-                    self._errors.append((order, place, f"this URL belongs to site {owner!r}"))
+                    self.add_at(order, place, f"this URL belongs to site {owner!r}")
         if self._addresses:
             owners = dict(
                 NetworkHost.objects.filter(address__in={address for _, _, address, _ in self._addresses}).values_list(
@@ -476,7 +413,7 @@ class _Validator:
             for order, place, address, site_name in self._addresses:
                 owner = owners.get(address)
                 if owner is not None and owner != site_name:
-                    self._errors.append((order, place, f"this network host belongs to site {owner!r}"))
+                    self.add_at(order, place, f"this network host belongs to site {owner!r}")
         self._check_doors_and_rses()
 
     def _check_doors_and_rses(self) -> None:
@@ -487,13 +424,13 @@ class _Validator:
             door = door_of(url)
             if door in door_site and door_site[door][0] != site_name and door_site[door][2] != url:
                 owner, first, _ = door_site[door]  # (a URL repeated is said above, once)
-                self._errors.append((order, place, f"this storage door is {owner}'s ({first}): a door has one site"))
+                self.add_at(order, place, f"this storage door is {owner}'s ({first}): a door has one site")
             door_site.setdefault(door, (site_name, place, url))
         rse_site: dict[str, tuple[str, str]] = {}
         for order, place, rse, site_name in self._rses:
             if rse in rse_site and rse_site[rse][0] != site_name:
                 owner, first = rse_site[rse]
-                self._errors.append((order, place, f"RSE {rse} is {owner}'s ({first}): an RSE has one site"))
+                self.add_at(order, place, f"RSE {rse} is {owner}'s ({first}): an RSE has one site")
             rse_site.setdefault(rse, (site_name, place))
         if door_site:
             hosts = {host for _, host, _ in door_site}
@@ -503,7 +440,7 @@ class _Validator:
                 for order, place, given, site_name in self._urls:
                     if door_of(given) == (scheme, host, port) and site_name != owner and given != url:
                         reason = f"this storage door belongs to site {owner!r} ({url}): a door has one site"
-                        self._errors.append((order, place, reason))
+                        self.add_at(order, place, reason)
         if rse_site:
             registered = StorageEndpoint.objects.filter(rse_names__overlap=list(rse_site)).values_list(
                 "rse_names", "site__name"
@@ -511,11 +448,7 @@ class _Validator:
             for names, owner in registered:
                 for order, place, rse, site_name in self._rses:
                     if rse in names and site_name != owner:
-                        self._errors.append((order, place, f"RSE {rse} belongs to site {owner!r}"))
-
-
-def _join(place: str, key: str) -> str:
-    return f"{place}.{key}" if place else key
+                        self.add_at(order, place, f"RSE {rse} belongs to site {owner!r}")
 
 
 def _network_host_problem(address: str) -> str | None:
@@ -523,17 +456,6 @@ def _network_host_problem(address: str) -> str | None:
     if match is None or (match["port"] is not None and not 0 < int(match["port"]) < 65536):
         return f"must be host or host:port, not {address!r}"
     return None
-
-
-def _yaml_hint(value: Any) -> str:
-    # PyYAML reads 1e15 (no dot) as a string; say so rather than leave the reader puzzled.
-    if isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            return ""
-        return " (a string; in YAML write exponents with a dot, such as 1.0e15)"
-    return ""
 
 
 __all__ = [

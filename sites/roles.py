@@ -146,6 +146,14 @@ def visible_experiment_ids(user: Any) -> set[int] | None:
     return user_experiment_ids(user=user) if "ddm" in user_roles(user=user) else None
 
 
+def experiments_visible(*, user: Any) -> QuerySet[Experiment]:
+    """The experiments the user may read, as rows (sites.models sits below this module, so Experiment has no
+    restrict() of its own: this is it)."""
+    visible = visible_experiment_ids(user)
+    experiments = Experiment.objects.all()
+    return experiments if visible is None else experiments.filter(pk__in=visible)
+
+
 class ExperimentRestrictedQuerySet(models.QuerySet[Any]):
     """A queryset that restricts itself to what a user may read (NetBox's `RestrictedQuerySet.restrict(user,
     action)` shape), for every model whose rows belong to an experiment: `experiment_field` names the path to it
@@ -153,12 +161,17 @@ class ExperimentRestrictedQuerySet(models.QuerySet[Any]):
     are decided by the DRF permissions and the services."""
 
     experiment_field = "experiment_id"
+    # True where the path crosses a one-to-many relation (a challenge's activities): each row is kept once.
+    experiment_field_many = False
 
     def restrict(self, user: Any, action: str = "view") -> Any:
         if action != "view":
             raise ValueError(f"restrict() decides reading only, not {action!r}: writes go through the services")
         visible = visible_experiment_ids(user)
-        return self if visible is None else self.filter(**{f"{self.experiment_field}__in": visible})
+        if visible is None:
+            return self
+        restricted = self.filter(**{f"{self.experiment_field}__in": visible})
+        return restricted.distinct() if self.experiment_field_many else restricted
 
 
 class ActivityExperimentQuerySet(ExperimentRestrictedQuerySet):

@@ -187,9 +187,23 @@ def _where(data: dict[str, Any]) -> str:
     return "sites" if data.get("sites") is not None else "links"
 
 
-def sweep_plan(data: dict[str, Any], *, activity: Activity | None = None) -> SweepPlan:
-    """The checked sweep and its steps (network steps first, then each mode, concurrency and link in turn)."""
-    problems: list[Problem] = []
+@dataclass(frozen=True)
+class _Asked:
+    """The sweep's fields other than its sites and links, each checked (a bad one's problem is listed)."""
+
+    name: str
+    protocol: str
+    network: Any
+    duration: int
+    file_size: int
+    file_count: int | None
+    modes: list[str]
+    concurrencies: list[int]
+    checksum: Any
+    experiment: Any
+
+
+def _asked(problems: list[Problem], data: dict[str, Any], activity: Activity | None) -> _Asked:
     for name in sorted(set(data) - FIELDS - {"activity"}):
         problems.append(("non_field_errors", f"unknown field {name!r} (known: {', '.join(sorted(FIELDS))})"))
     given_name = data.get("name")
@@ -218,18 +232,25 @@ def sweep_plan(data: dict[str, Any], *, activity: Activity | None = None) -> Swe
     experiment = data.get("experiment")
     if experiment is not None and not Experiment.objects.filter(name__iexact=str(experiment)).exists():
         problems.append(("experiment", f"no experiment named {str(experiment)[:100]!r}"))
-    links = _links(problems, data)
+    return _Asked(name, protocol, network, duration, file_size, file_count, modes, concurrencies, checksum, experiment)
+
+
+def _sites_and_endpoints(
+    problems: list[Problem], data: dict[str, Any], links: list[tuple[str, str]], asked: _Asked
+) -> tuple[dict[str, Site], dict[str, StorageEndpoint]]:
+    """The links' sites by name and each one's endpoint in the sweep's protocol; a site that is missing, has no
+    such endpoint or (when the sweep measures the network) no network host as a destination is a problem."""
     sites = _sites_by_name({name for link in links for name in link})
     for missing in sorted({n for link in links for n in link} - set(sites)):
         problems.append((_where(data), f"no site named {missing!r}"))
     endpoints: dict[str, StorageEndpoint] = {}
     for site in sites.values():
-        endpoint = _endpoint(site, protocol)
+        endpoint = _endpoint(site, asked.protocol)
         if endpoint is None:
-            problems.append((_where(data), f"{site.name} has no {protocol} disk endpoint"))
+            problems.append((_where(data), f"{site.name} has no {asked.protocol} disk endpoint"))
         else:
             endpoints[site.name] = endpoint
-    if network is True:
+    if asked.network is True:
         for site_name in sorted({destination for _, destination in links} & set(sites)):
             if _network_host(sites[site_name]) is None:
                 problems.append(
@@ -238,27 +259,36 @@ def sweep_plan(data: dict[str, Any], *, activity: Activity | None = None) -> Swe
                         f"{site_name} has no network host (an iperf3 server): register one or set network false",
                     )
                 )
-    total = len(links) * (len(modes) * len(concurrencies) + (1 if network is True else 0))
-    if total > MAX_STEPS:
-        problems.append(("non_field_errors", f"the sweep would have {total} steps: at most {MAX_STEPS}"))
-    problems_raise(problems)
+    return sites, endpoints
+
+
+def _network_steps(links: list[tuple[str, str]], sites: dict[str, Site], asked: _Asked) -> list[StepPlan]:
     steps: list[StepPlan] = []
-    if network:
-        for source, destination in links:
-            host, port = _network_host(sites[destination]) or ("", 0)
-            steps.append(
-                StepPlan(
-                    StepKind.NETWORK,
-                    sites[source],
-                    sites[destination],
-                    parameters={"host": host, "port": port, "duration": duration},
-                )
+    for source, destination in links:
+        host, port = _network_host(sites[destination]) or ("", 0)
+        steps.append(
+            StepPlan(
+                StepKind.NETWORK,
+                sites[source],
+                sites[destination],
+                parameters={"host": host, "port": port, "duration": asked.duration},
             )
+        )
+    return steps
+
+
+def _transfer_steps(
+    links: list[tuple[str, str]], sites: dict[str, Site], endpoints: dict[str, StorageEndpoint], asked: _Asked
+) -> tuple[list[StepPlan], dict[str, int], dict[str, tuple[int, int]]]:
+    """Each mode, concurrency and link in turn; with the bytes the sweep needs at each endpoint at most (its
+    largest step there, and each source's test file) and that largest step's (files, file size)."""
+    steps: list[StepPlan] = []
     needs: dict[str, int] = {}
     largest: dict[str, tuple[int, int]] = {}
-    for mode in modes:
-        for concurrency in concurrencies:
-            count = file_count or concurrency
+    file_size = asked.file_size
+    for mode in asked.modes:
+        for concurrency in asked.concurrencies:
+            count = asked.file_count or concurrency
             for source, destination in links:
                 target = endpoints[destination].url
                 steps.append(
@@ -274,8 +304,8 @@ def sweep_plan(data: dict[str, Any], *, activity: Activity | None = None) -> Swe
                             "file_size": file_size,
                             "file_count": count,
                             "concurrency": concurrency,
-                            "copy_mode": "native" if protocol == "root" else mode,
-                            "checksum": checksum,
+                            "copy_mode": "native" if asked.protocol == "root" else mode,
+                            "checksum": asked.checksum,
                         },
                     )
                 )
@@ -283,23 +313,40 @@ def sweep_plan(data: dict[str, Any], *, activity: Activity | None = None) -> Swe
                     needs[target], largest[target] = count * file_size, (count, file_size)
     for url in {endpoints[source].url for source, _ in links}:  # each source's test file (made once, kept)
         needs[url] = needs.get(url, 0) + file_size
+    return steps, needs, largest
+
+
+def sweep_plan(data: dict[str, Any], *, activity: Activity | None = None) -> SweepPlan:
+    """The checked sweep and its steps (network steps first, then each mode, concurrency and link in turn)."""
+    problems: list[Problem] = []
+    asked = _asked(problems, data, activity)
+    links = _links(problems, data)
+    sites, endpoints = _sites_and_endpoints(problems, data, links, asked)
+    network_steps = len(links) if asked.network is True else 0
+    total = len(links) * len(asked.modes) * len(asked.concurrencies) + network_steps
+    if total > MAX_STEPS:
+        problems.append(("non_field_errors", f"the sweep would have {total} steps: at most {MAX_STEPS}"))
+    problems_raise(problems)
+    steps = _network_steps(links, sites, asked) if asked.network else []
+    transfer_steps, needs, largest = _transfer_steps(links, sites, endpoints, asked)
+    steps.extend(transfer_steps)
     parameters = {
         "sites": data.get("sites"),
         "links": [{"source": s, "destination": d} for s, d in links],
-        "modes": modes,
-        "concurrency": concurrencies,
-        "file_size": file_size,
-        "file_count": file_count,
-        "protocol": protocol,
-        "network": network,
-        "network_duration": duration,
-        "experiment": experiment,
-        "checksum": checksum,
+        "modes": asked.modes,
+        "concurrency": asked.concurrencies,
+        "file_size": asked.file_size,
+        "file_count": asked.file_count,
+        "protocol": asked.protocol,
+        "network": asked.network,
+        "network_duration": asked.duration,
+        "experiment": asked.experiment,
+        "checksum": asked.checksum,
     }
-    if experiment is not None:
+    if asked.experiment is not None:
         for step in steps:
-            step.parameters["experiment"] = experiment
-    return SweepPlan(name, parameters, steps, needs, largest)
+            step.parameters["experiment"] = asked.experiment
+    return SweepPlan(asked.name, parameters, steps, needs, largest)
 
 
 def sweep_space_problems(plan: SweepPlan, free_space: Any) -> list[Problem]:

@@ -76,7 +76,7 @@ def short_error(text: str) -> str:
 
 
 def steps_of(sweep: Sweep) -> list[SweepStep]:
-    """The sweep's steps in order: those prefetched with it (sweeps.api.views.sweeps_visible_to), else read."""
+    """The sweep's steps in order: those prefetched with it (sweeps.selectors.sweeps_visible_to), else read."""
     prefetched: list[SweepStep] | None = getattr(sweep, "step_list", None)
     if prefetched is not None:
         return prefetched

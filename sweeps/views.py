@@ -25,7 +25,6 @@ from sites.models import Site
 from sites.roles import user_is_coordinator
 
 from . import plan
-from .api.views import sweeps_visible_to
 from .choices import MODES, PROTOCOLS, SweepState
 from .grids import (
     COMPARE_COLUMNS,
@@ -38,6 +37,7 @@ from .grids import (
     throughput_grids,
 )
 from .models import Sweep
+from .selectors import sweeps_visible_to
 from .services import sweep_cancel, sweep_start
 from .tables import MATRIX_COLUMNS, NETWORK_COLUMNS, matrix_rows, network_rows, steps_of, sweep_progress
 

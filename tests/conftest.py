@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from common import processes
 from testbed.client import gfal2_context
 from testbed.grid import Testbed, TestbedConfig
+from tests.workers import worker_argv, worker_database_url
 
 
 @pytest.fixture(scope="session")
@@ -42,31 +40,9 @@ def celery_worker_process(django_db_setup: None, tmp_path: Path) -> Iterator[str
     The worker uses the test database, so its tasks see what a transactional test committed.
     """
     queue = f"test-{uuid.uuid4().hex[:8]}"
-    db = settings.DATABASES["default"]
-    credentials = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
-    database = quote(connection.settings_dict["NAME"], safe="")
-    env = {**os.environ, "DATABASE_URL": f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{database}"}
+    env = {**os.environ, "DATABASE_URL": worker_database_url()}
     pidfile = tmp_path / "worker.pid"
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "portal",
-        "worker",
-        "--pool",
-        "solo",
-        "--concurrency",
-        "1",
-        "-Q",
-        queue,
-        "-n",
-        f"{queue}@%h",
-        "--without-gossip",
-        "--without-mingle",
-        "-l",
-        "info",
-    ]
+    argv = worker_argv(name=queue, queues=queue, pool="solo", concurrency=1)
     processes.start(argv, pidfile=pidfile, logfile=tmp_path / "worker.log", env=env, cwd=settings.BASE_DIR)
     try:
         yield queue

@@ -21,7 +21,7 @@ from challenges import documents, injection, plan
 from challenges.models import Activity, Challenge, Target
 from sites.models import Experiment
 from sites.permissions import PlanPermission
-from sites.roles import visible_experiment_ids
+from sites.roles import experiments_visible
 
 from .renderers import InjectionPlansCsvRenderer
 from .serializers import ActivitySerializer, ChallengeSerializer, InjectionPlansSerializer, TargetSerializer
@@ -35,11 +35,7 @@ class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
     filterset_fields = ["slug"]
 
     def get_queryset(self) -> QuerySet[Challenge]:
-        visible = visible_experiment_ids(self.request.user)
-        queryset = super().get_queryset()
-        if visible is not None:
-            queryset = queryset.filter(activities__experiment_id__in=visible).distinct()
-        return queryset
+        return super().get_queryset().restrict(self.request.user)  # type: ignore[attr-defined, no-any-return]
 
     @extend_schema(
         request={"application/json": dict, "application/yaml": dict},
@@ -62,12 +58,7 @@ class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
     @action(detail=True, methods=["get"])
     def plan(self, request: Request, slug: str) -> Response:
         """The challenge as a plan document (the shape import takes); a DDM service sees its experiment only."""
-        document = plan.plan_export(challenge=self.get_object())
-        visible = visible_experiment_ids(request.user)
-        if visible is not None:
-            names = {name.lower() for name in Experiment.objects.filter(pk__in=visible).values_list("name", flat=True)}
-            document["activities"] = [a for a in document["activities"] if a["experiment"].lower() in names]
-        return Response(document)
+        return Response(plan.plan_export(challenge=self.get_object(), user=request.user))
 
     @extend_schema(
         responses={
@@ -132,9 +123,7 @@ class TargetViewSet(viewsets.ModelViewSet[Target]):
     filterset_fields = {"activity": ["exact"], "activity__challenge__slug": ["exact"], "site__name": ["exact"]}
 
     def get_queryset(self) -> QuerySet[Target]:
-        visible = visible_experiment_ids(self.request.user)
-        queryset = super().get_queryset()
-        return queryset if visible is None else queryset.filter(activity__experiment_id__in=visible)
+        return super().get_queryset().restrict(self.request.user)  # type: ignore[attr-defined, no-any-return]
 
 
 class ClockNowView(APIView):
@@ -169,15 +158,12 @@ class ClockNowView(APIView):
     )
     def get(self, request: Request) -> Response:
         name = request.query_params.get("experiment", "").strip()
-        visible = visible_experiment_ids(request.user)
-        experiments = Experiment.objects.order_by("name")
+        experiments = experiments_visible(user=request.user).order_by("name")
         if name:
             experiment = get_object_or_404(Experiment, name__iexact=name)
-            if visible is not None and experiment.pk not in visible:
-                raise PermissionDenied(f"this token reads the plans of its own experiment, not {experiment.name}")
             experiments = experiments.filter(pk=experiment.pk)
-        elif visible is not None:
-            experiments = experiments.filter(pk__in=visible)
+            if not experiments:
+                raise PermissionDenied(f"this token reads the plans of its own experiment, not {experiment.name}")
         now = timezone.now()
         running = ActivityViewSet.queryset.filter(
             Q(start__lte=now) & Q(end__gt=now), experiment__in=experiments

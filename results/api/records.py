@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -19,67 +18,15 @@ from challenges.models import Challenge
 from sites.models import Experiment, Site
 from sites.permissions import PlanPermission
 
-from ..choices import ErrorCategory, RecordState
+from ..choices import RecordState
 from ..failures import (
     failure_pattern_problem,
     failure_rule_next_position,
 )
+from ..filters import RecordFilter
 from ..models import FailureRule, TransferRecord
+from ..selectors import records_visible_to
 from ..tasks import failures_recategorize_on_commit
-
-ID_MAX = 2**63 - 1
-RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
-
-
-class RecordFilter(django_filters.FilterSet):
-    """The filters of the records list, the same on the API and the page. `challenge` keeps the records that count
-    for the challenge's activities (results.attribution), `activity` those of one activity, `run` one run's."""
-
-    challenge = django_filters.ModelChoiceFilter(
-        queryset=Challenge.objects.all(), to_field_name="slug", method="filter_challenge", label="challenge (slug)"
-    )
-    source = django_filters.CharFilter(field_name="source_site__name", lookup_expr="iexact", label="source site")
-    destination = django_filters.CharFilter(
-        field_name="destination_site__name", lookup_expr="iexact", label="destination site"
-    )
-    experiment = django_filters.CharFilter(field_name="experiment__name", lookup_expr="iexact")
-    mode = django_filters.CharFilter()
-    concurrency = django_filters.NumberFilter()
-    state = django_filters.ChoiceFilter(choices=RecordState.choices)
-    category = django_filters.ChoiceFilter(field_name="error_category", choices=ErrorCategory.choices)
-    activity = django_filters.NumberFilter(
-        field_name="activity_id", label="activity (id)", min_value=1, max_value=ID_MAX, decimal_places=0
-    )
-    run = django_filters.NumberFilter(
-        field_name="run_id", label="run (id)", min_value=1, max_value=ID_MAX, decimal_places=0
-    )
-
-    class Meta:
-        model = TransferRecord
-        fields = [
-            "challenge",
-            "activity",
-            "run",
-            "source",
-            "destination",
-            "experiment",
-            "mode",
-            "concurrency",
-            "state",
-            "category",
-        ]
-
-    def filter_challenge(
-        self, queryset: QuerySet[TransferRecord], name: str, value: Challenge | None
-    ) -> QuerySet[TransferRecord]:
-        if value is None:
-            return queryset
-        return queryset.filter(activity__challenge=value)
-
-
-def records_visible_to(*, user: Any) -> QuerySet[TransferRecord]:
-    """The records a user may read: all, or a DDM service's own experiment's."""
-    return TransferRecord.objects.restrict(user).select_related(*RECORD_RELATIONS).order_by("start", "id")
 
 
 class TransferRecordSerializer(serializers.ModelSerializer[TransferRecord]):

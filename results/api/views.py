@@ -5,7 +5,6 @@ Units: bytes, bytes per second; a failure ratio is a fraction of the files that 
 
 from __future__ import annotations
 
-from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -15,7 +14,6 @@ from rest_framework.views import APIView
 
 from challenges.models import Challenge
 from sites.permissions import PlanPermission
-from sites.roles import visible_experiment_ids
 
 from .. import selectors
 from ..rates import MET, MISSED, PARTLY
@@ -90,17 +88,14 @@ class ChallengeRatesView(APIView):
         },
     )
     def get(self, request: Request, slug: str) -> Response:
-        challenge = get_object_or_404(Challenge, slug=slug)
-        visible = visible_experiment_ids(request.user)
         # As in the planning API: a challenge without the DDM service's experiment does not exist for it.
-        if visible is not None and not challenge.activities.filter(experiment_id__in=visible).exists():
-            raise Http404("no such challenge")
+        challenge = get_object_or_404(Challenge.objects.restrict(request.user), slug=slug)
         params = request.query_params
         rates = selectors.challenge_rates(
             challenge=challenge,
             experiment=params.get("experiment", "").strip() or None,
             activity=params.get("activity", "").strip() or None,
             site=params.get("site", "").strip() or None,
-            experiment_ids=visible,
+            user=request.user,
         )
         return Response({"rows": [row.as_row() for row in rates]})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -19,7 +19,8 @@ from common.services import service_call
 from sites.permissions import PlanPermission
 
 from ..choices import SweepState
-from ..models import Sweep, SweepStep
+from ..models import Sweep
+from ..selectors import sweeps_visible_to
 from ..services import sweep_cancel, sweep_start
 from ..tables import matrix_rows, network_rows, steps_of
 from .serializers import SweepDetailSerializer, SweepMatrixSerializer, SweepSerializer, SweepStartSerializer
@@ -29,16 +30,6 @@ class SweepPermission(PlanPermission):
     """Everyone logged in reads; coordinators start and cancel."""
 
     message = "Only coordinators start or cancel sweeps."
-
-
-def sweeps_visible_to(*, user: Any) -> QuerySet[Sweep]:
-    """The sweeps a user may read (the access policy: Sweep.objects.restrict), with their steps."""
-    steps = SweepStep.objects.select_related("source", "destination", "run").order_by("index")
-    return (
-        Sweep.objects.restrict(user)
-        .select_related("activity", "created_by")
-        .prefetch_related(Prefetch("steps", queryset=steps, to_attr="step_list"))
-    )
 
 
 class SweepFilter(django_filters.FilterSet):

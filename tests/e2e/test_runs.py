@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -30,6 +28,7 @@ from sites.services import sites_import
 from testbed.grid import Testbed
 from tests.challenges.factories import ChallengeFactory
 from tests.e2e.screenshots import screenshot_take
+from tests.workers import worker_argv, worker_database_url
 
 pytestmark = pytest.mark.browser
 
@@ -38,18 +37,10 @@ pytestmark = pytest.mark.browser
 def default_queue_worker(testbed: Testbed, transactional_db: None, tmp_path: Path) -> Iterator[None]:
     """A real worker on the `default` queue (where runs of sites without a worker of their own go), reading the
     test database, with the testbed's credentials. The Redis db of this test session is ours alone."""
-    db = settings.DATABASES["default"]
-    credentials = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
-    database = quote(connection.settings_dict["NAME"], safe="")
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{database}",
-        "PROBES_TESTBED": "true",
-    }
+    env = {**os.environ, "DATABASE_URL": worker_database_url(), "PROBES_TESTBED": "true"}
     pidfile = tmp_path / "worker.pid"
     name = f"e2e-runs-{uuid.uuid4().hex[:8]}"
-    argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "threads", "--concurrency", "4"]
-    argv += ["-Q", DEFAULT_QUEUE, "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "info"]
+    argv = worker_argv(name=name, queues=DEFAULT_QUEUE, concurrency=4)
     processes.start(argv, pidfile=pidfile, logfile=tmp_path / "worker.log", env=env, cwd=settings.BASE_DIR)
     served_queues_forget()
     try:

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from results.models import TransferRecord
 from results.rates import target_rates
 
-from .conftest import client_for, uam_target
+from .helpers import client_for, uam_target
 from .samples import FTS_COMPLETE, PERFSONAR_THROUGHPUT, RUCIO_TRANSFER_DONE, fts_variant, rucio_of_fts
 
 pytestmark = pytest.mark.django_db

@@ -22,7 +22,7 @@ from results.rates import target_rates
 from results.rollups import rollups_rebuild
 from tests.results.rollup_rows import rollup_rows
 
-from .conftest import uam_target
+from .helpers import uam_target
 from .samples import FTS_COMPLETE, fts_variant
 
 

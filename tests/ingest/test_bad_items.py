@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from results.models import TransferRecord
 
-from .conftest import client_for
+from .helpers import client_for
 from .samples import PERFSONAR_THROUGHPUT, RUCIO_TRANSFER_DONE, fts_variant
 
 pytestmark = pytest.mark.django_db

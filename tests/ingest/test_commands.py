@@ -15,7 +15,7 @@ from challenges.models import Activity, Target
 from results.models import TransferRecord
 from results.rates import target_rates
 
-from .conftest import uam_target
+from .helpers import uam_target
 from .samples import FTS_COMPLETE, RUCIO_TRANSFER_DONE, fts_variant
 
 pytestmark = pytest.mark.django_db

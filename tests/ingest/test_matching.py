@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from results.models import TransferRecord
 
-from .conftest import endpoint
+from .helpers import endpoint
 from .samples import fts_variant
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from results.models import OptimizerDecision
 from sites.models import Site
 
-from .conftest import client_for, endpoint
+from .helpers import client_for, endpoint
 
 pytestmark = pytest.mark.django_db
 

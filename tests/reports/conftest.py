@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,13 +12,8 @@ from sites.choices import Role
 from sites.models import Site
 from sites.roles import membership_grant
 from tests.challenges.factories import ActivityFactory, ChallengeFactory
+from tests.reports.helpers import T0, at
 from tests.sites.factories import ExperimentFactory, SiteFactory
-
-T0 = datetime(2022, 3, 7, tzinfo=UTC)
-
-
-def at(hours: float) -> datetime:
-    return T0 + timedelta(hours=hours)
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from reports import services
 from reports.choices import ReportStatus
 from reports.models import SiteReport
-from tests.reports.conftest import at
 from tests.reports.factories import OutageFactory, SiteReportFactory
+from tests.reports.helpers import at
 
 pytestmark = pytest.mark.django_db
 

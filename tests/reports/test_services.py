@@ -13,7 +13,7 @@ from reports import services
 from reports.choices import ReportStatus
 from reports.models import ObservedRate, Outage, ReportComment, SiteReport
 from reports.rendering import markdown_render
-from tests.reports.conftest import at
+from tests.reports.helpers import at
 
 pytestmark = pytest.mark.django_db
 

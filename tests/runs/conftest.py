@@ -16,7 +16,7 @@ from runs.models import Run
 from sites.roles import membership_grant
 from sites.services import sites_import
 from testbed.grid import Testbed
-from tests.runs.test_runs_testbed import purge_default_queue, start_worker
+from tests.runs.helpers import purge_default_queue, start_worker
 from tests.sites.factories import UserFactory
 
 

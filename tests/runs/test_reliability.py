@@ -29,7 +29,7 @@ from runs.services import run_start
 from sites.roles import membership_grant
 from sites.services import sites_import
 from testbed.grid import Testbed
-from tests.runs.test_runs_testbed import (
+from tests.runs.helpers import (
     purge_default_queue,
     run_ended,
     start_worker,

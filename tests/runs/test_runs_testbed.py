@@ -4,118 +4,31 @@ streamed copies to the plain WebDAV site, and cancel in the middle of a run."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
-from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge, Target
 from common import processes
 from results.models import RateRollup, TransferRecord
-from runs.choices import RUN_ENDED
 from runs.dispatch import served_queues_forget
 from runs.models import Run, RunFile
 from runs.selectors import run_progress
 from runs.services import run_cancel, run_start
 from sites.models import Experiment, Site
 from testbed.grid import Testbed
+from tests.runs.helpers import purge_default_queue, start_worker, wait_for, wait_for_run_end
 
 pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 MB = 1024 * 1024
 
 
-# --- helpers shared with test_reliability.py ----------------------------------------------------------------------
-
-
-def worker_env(broker_url: str | None = None, **extra: str) -> dict[str, str]:
-    """The environment of a worker process: the test database, the testbed's credentials, quick heartbeats."""
-    db = settings.DATABASES["default"]
-    credentials = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
-    database = quote(connection.settings_dict["NAME"], safe="")
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{database}",
-        "PROBES_TESTBED": "true",
-        "DISPATCH_HEARTBEAT": "1",
-        **extra,
-    }
-    if broker_url:
-        env["CELERY_BROKER_URL"] = env["CELERY_RESULT_BACKEND"] = broker_url
-    return env
-
-
-def start_worker(
-    directory: Path, name: str, *, queues: str = "default", concurrency: int = 8, env: dict[str, str] | None = None
-) -> Path:
-    """Start a real worker (threads pool) and wait until it consumes; returns its pidfile."""
-    pidfile, logfile = directory / f"{name}.pid", directory / f"{name}.log"
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "portal",
-        "worker",
-        "--pool",
-        "threads",
-        "--concurrency",
-        str(concurrency),
-        "-Q",
-        queues,
-        "-n",
-        f"{name}@%h",
-        "--without-gossip",
-        "--without-mingle",
-        "-l",
-        "info",
-    ]
-    processes.start(argv, pidfile=pidfile, logfile=logfile, env=env or worker_env(), cwd=settings.BASE_DIR)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if logfile.exists() and " ready." in logfile.read_text(errors="replace"):
-            return pidfile
-        if processes.read_pid(pidfile) is None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"worker {name} did not start:\n{logfile.read_text(errors='replace')[-3000:]}")
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str | Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
-
-
-def run_state_now(run: Run) -> str:
-    """What a run that did not end is doing: its state and its files by (state, recorded)."""
-    run.refresh_from_db()
-    files = Counter(RunFile.objects.filter(run=run).values_list("state", "recorded"))
-    records = TransferRecord.objects.filter(run=run).count()
-    return f"run {run.pk} to end: it is {run.state}, files (state, recorded): {dict(files)}, {records} records"
-
-
-def wait_for_run_end(run: Run, timeout: float) -> None:
-    wait_for(lambda: run_ended(run), timeout, lambda: run_state_now(run))
-
-
-def run_ended(run: Run) -> bool:
-    run.refresh_from_db()
-    return run.state in RUN_ENDED
+# --- helpers ----------------------------------------------------------------------------------------------------------
 
 
 def overlap(intervals: list[tuple[datetime, datetime]], until: datetime | None = None) -> tuple[int, float]:
@@ -135,16 +48,6 @@ def overlap(intervals: list[tuple[datetime, datetime]], until: datetime | None =
         open_now += step
         peak = max(peak, open_now)
     return peak, area / max((until - first).total_seconds(), 1e-9)
-
-
-def purge_default_queue() -> None:
-    """Messages left by an earlier session in this Redis db would only be dropped as stale; drop them first."""
-    from portal.celery import app
-
-    with app.connection_for_write() as conn:
-        for queue in ("default", "site.TB-T0"):
-            with contextlib.suppress(Exception):  # the queue may not exist yet
-                conn.default_channel.queue_purge(queue)
 
 
 def start(user: Any, cleanup: list[Run], **parameters: Any) -> Run:

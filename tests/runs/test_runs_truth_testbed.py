@@ -27,7 +27,7 @@ from runs.services import run_cancel, run_start
 from testbed.grid import Testbed
 
 # The fixtures of test_runs_testbed.py: the testbed in the registry, a coordinator, one worker on the default queue.
-from tests.runs.test_runs_testbed import wait_for, wait_for_run_end
+from tests.runs.helpers import wait_for, wait_for_run_end, wait_for_worker_lost
 
 pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -200,9 +200,7 @@ def test_a_probe_whose_worker_was_killed_fails_as_worker_lost(
     run = iperf3_run(registry, coordinator, 60)
     wait_for(lambda: Run.objects.get(pk=run.pk).heartbeat is not None, 30, "the probe to start beating")
     os.kill(processes.read_pid(worker) or 0, signal.SIGKILL)
-    time.sleep(7)
-    runs_reap()
-    run.refresh_from_db()
+    wait_for_worker_lost(run, 30)
     assert run.state == "failed" and run.message.startswith("worker lost"), run.message
 
 

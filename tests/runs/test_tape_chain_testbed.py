@@ -22,13 +22,12 @@ from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge, Target
 from common import processes
 from runs.models import Run, RunFile
-from runs.reaper import runs_reap
 from runs.services import run_start
 from sites.models import Experiment, Site
 from testbed.client import gfal2_context
 from testbed.grid import Testbed
 
-from .test_runs_testbed import wait_for, wait_for_run_end
+from .helpers import wait_for, wait_for_run_end, wait_for_worker_lost
 
 pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -130,7 +129,5 @@ def test_a_recall_whose_worker_is_killed_fails_as_worker_lost(
     run = run_start(user=coordinator, kind="staging", parameters={"urls": urls, "poll_interval": 0.5, "timeout": 120})
     wait_for(lambda: Run.objects.get(pk=run.pk).heartbeat is not None, 30, "the recall to start beating")
     os.kill(processes.read_pid(worker) or 0, signal.SIGKILL)
-    time.sleep(7)
-    runs_reap()
-    run.refresh_from_db()
+    wait_for_worker_lost(run, 30)
     assert run.state == "failed" and run.message.startswith("worker lost"), run.message

@@ -409,3 +409,31 @@ def test_the_querysets_restrict_themselves_to_what_a_ddm_service_may_read() -> N
     assert not TransferRecord.objects.restrict(ddm).filter(experiment=cms).exists()
     with pytest.raises(ValueError, match="reading only"):
         Activity.objects.restrict(ddm, "change")
+
+
+@pytest.mark.django_db
+def test_a_challenge_restricts_itself_through_its_activities_each_challenge_once() -> None:
+    from challenges.models import Challenge
+    from results.models import RateRollup
+    from sites.roles import experiments_visible
+    from tests.challenges.factories import ActivityFactory, ChallengeFactory
+    from tests.sites.factories import UserFactory
+
+    atlas, cms = Experiment.objects.create(name="ATLAS"), Experiment.objects.create(name="CMS")
+    both, cms_only = ChallengeFactory(slug="both"), ChallengeFactory(slug="cms-only")
+    ActivityFactory(challenge=both, experiment=atlas, name="a1")
+    ActivityFactory(challenge=both, experiment=atlas, name="a2")
+    ActivityFactory(challenge=both, experiment=cms, name="c1")
+    ActivityFactory(challenge=cms_only, experiment=cms, name="c2")
+    RateRollup.objects.create(minute="2026-01-05T00:00Z", experiment_id=cms.pk, bytes=1)
+    ddm = UserFactory(username="atlas-ddm")
+    membership_grant(user=ddm, role="ddm", experiment=atlas)
+    viewer = UserFactory(username="viewer")
+    membership_grant(user=viewer, role="viewer")
+
+    assert list(Challenge.objects.restrict(ddm).values_list("slug", flat=True)) == ["both"]
+    assert Challenge.objects.restrict(viewer).count() == 2
+    assert list(experiments_visible(user=ddm).values_list("name", flat=True)) == ["ATLAS"]
+    assert experiments_visible(user=viewer).count() == 2
+    assert not RateRollup.objects.restrict(ddm).exists()
+    assert RateRollup.objects.restrict(viewer).count() == 1

@@ -22,7 +22,7 @@ from runs.tasks import runs_reap
 from sweeps.models import Sweep
 from sweeps.services import sweeps_advance
 from testbed.grid import Testbed
-from tests.runs.test_runs_testbed import start_worker, wait_for
+from tests.runs.helpers import start_worker, wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -174,7 +174,7 @@ def test_a_sweep_cancelled_in_its_middle_stops_and_leaves_no_copy(
 def test_a_sweep_whose_worker_is_killed_goes_on_with_the_next_worker(
     registry: Testbed, coordinator: Any, tmp_path: Path, api: APIClient
 ) -> None:
-    from tests.runs.test_runs_testbed import purge_default_queue
+    from tests.runs.helpers import purge_default_queue
 
     purge_default_queue()
     served_queues_forget()

@@ -1,0 +1,19 @@
+"""Reads of sweeps for the pages and the API: the sweeps a user may read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+
+from .models import Sweep, SweepStep
+
+
+def sweeps_visible_to(*, user: Any) -> QuerySet[Sweep]:
+    """The sweeps a user may read (the access policy: Sweep.objects.restrict), with their steps."""
+    steps = SweepStep.objects.select_related("source", "destination", "run").order_by("index")
+    return (
+        Sweep.objects.restrict(user)
+        .select_related("activity", "created_by")
+        .prefetch_related(Prefetch("steps", queryset=steps, to_attr="step_list"))
+    )
