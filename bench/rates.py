@@ -50,12 +50,12 @@ GENERATE = """
 INSERT INTO results_transferrecord
     (experiment_id, source_site_id, destination_site_id, bytes, start, "end", state, error_message,
      error_category, mode, concurrency, origin, origin_id, source_url, destination_url, transfer_key, source_host,
-     destination_host, attempt, ddm_activity)
+     destination_host, attempt, ddm_activity, fts_error_category, error_scope, failure_phase)
 SELECT e.id, src.id, dst.id, 5000000000, s.start, s.start + s.duration,
        CASE WHEN s.i %% 33 = 0 THEN 'failed' ELSE 'ok' END,
        CASE WHEN s.i %% 33 = 0 THEN 'Connection timed out' ELSE '' END, '',
        (ARRAY['pull', 'push', 'streamed'])[1 + s.x %% 3], (ARRAY[10, 40, 100])[1 + s.x %% 3],
-       'fts', 'bench-' || s.i, '', '', '', '', '', 1, ''
+       'fts', 'bench-' || s.i, '', '', '', '', '', 1, '', '', '', ''
 FROM (
     SELECT i, i %% 3 AS x,
            %(start)s::timestamptz + random() * %(span)s::interval AS start,
