@@ -19,9 +19,10 @@ from django.db import connection, transaction
 
 from challenges.models import Activity, Challenge, Target
 from results.attribution import records_reattribute, scope_everything
-from results.link_intervals import link_intervals_add
+from results.link_intervals import link_intervals_add, link_intervals_settle
 from results.matrix import matrix_for_challenge
 from results.models import LinkInterval, LinkTotals, TransferRecord
+from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.services import records_store
 from runs.models import Run
 from sites.models import Experiment, Site
@@ -178,12 +179,35 @@ def test_a_most_common_error_tied_is_the_first_in_order_as_the_records_scan_give
 @pytest.mark.django_db
 def test_the_rebuild_command_restores_unions_that_a_bulk_load_left_out() -> None:
     world = make_world()
-    records_store(records=[random_record(world, random.Random(3)) for _ in range(100)])
+    rng = random.Random(3)
+    records_store(records=[random_record(world, rng) for _ in range(100)])
     kept = link_rows()
     LinkTotals.objects.all().delete()
     LinkInterval.objects.all().delete()
     call_command("link_intervals_rebuild", stdout=None)
     assert link_rows() == kept
+
+
+@pytest.mark.django_db
+def test_records_deleted_leave_the_unions_of_those_that_stay() -> None:
+    """Records taken out of the rollups and deleted (a run's, here): the islands they were part of are built again
+    from the records that stay, the run leaves the cells' runs, and the numbers are the records' scan's."""
+    world = make_world()
+    rng = random.Random(5)
+    records_store(records=[random_record(world, rng) for _ in range(300)])
+    gone_run = world["runs"][0]
+    assert TransferRecord.objects.filter(run=gone_run, activity__isnull=False).count() > 3
+    with transaction.atomic():
+        rollup_add_sql(
+            records=f"SELECT {ROLLUP_COLUMNS} FROM results_transferrecord WHERE run_id = %s",
+            params=[gone_run.pk],
+            sign=-1,
+        )
+        TransferRecord.objects.filter(run=gone_run).delete()
+        link_intervals_settle()
+    assert all(gone_run.pk not in runs for runs in LinkTotals.objects.values_list("runs", flat=True))
+    assert_unions_give_the_records_numbers(world)
+    assert_unions_as_rebuilt()
 
 
 # --- two writers at once: real connections ---------------------------------------------------------------------
@@ -241,7 +265,8 @@ def test_two_writers_of_one_link_at_once_lose_no_interval() -> None:
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_two_batches_stored_at_once_on_one_link_keep_the_unions_a_rebuild_gives() -> None:
     world = make_world()
-    batches = [[random_record(world, random.Random(seed)) for _ in range(200)] for seed in (11, 12)]
+    rng = random.Random(11)
+    batches = [[random_record(world, rng) for _ in range(200)] for _ in range(2)]
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
 
