@@ -245,8 +245,8 @@ def link_intervals_rebuild() -> int:
     written meanwhile (the records' table locked against writes). Returns the islands stored."""
     with connection.cursor() as cursor:
         cursor.execute("LOCK TABLE results_transferrecord IN SHARE MODE")
-        for table in ("results_linktotals", "results_linkinterval", "results_linkerror"):
-            cursor.execute(f"DELETE FROM {table}")
+        # TRUNCATE leaves no dead rows behind (a DELETE of the old unions doubled their table until a VACUUM).
+        cursor.execute("TRUNCATE results_linktotals, results_linkinterval, results_linkerror")
         _delta_create(cursor, f"SELECT {LINK_COLUMNS} FROM results_transferrecord", ())
         cursor.execute(
             f"INSERT INTO results_linktotals ({KEY}, volume, files_ok, files_failed, sum_of_file_rates, runs) "
