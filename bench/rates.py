@@ -50,12 +50,12 @@ GENERATE = """
 INSERT INTO results_transferrecord
     (experiment_id, source_site_id, destination_site_id, bytes, start, "end", state, error_message,
      error_category, mode, concurrency, origin, origin_id, source_url, destination_url, transfer_key, source_host,
-     destination_host, attempt, ddm_activity)
+     destination_host, attempt, ddm_activity, fts_error_category, error_scope, failure_phase)
 SELECT e.id, src.id, dst.id, 5000000000, s.start, s.start + s.duration,
        CASE WHEN s.i %% 33 = 0 THEN 'failed' ELSE 'ok' END,
        CASE WHEN s.i %% 33 = 0 THEN 'Connection timed out' ELSE '' END, '',
        (ARRAY['pull', 'push', 'streamed'])[1 + s.x %% 3], (ARRAY[10, 40, 100])[1 + s.x %% 3],
-       'fts', 'bench-' || s.i, '', '', '', '', '', 1, ''
+       'fts', 'bench-' || s.i, '', '', '', '', '', 1, '', '', '', ''
 FROM (
     SELECT i, i %% 3 AS x,
            %(start)s::timestamptz + random() * %(span)s::interval AS start,
@@ -81,12 +81,14 @@ def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, flo
 
     from challenges.models import Activity, Challenge, Target
     from results.attribution import records_attribute_all_sql
+    from results.link_intervals import link_intervals_rebuild
     from results.rollups import rollups_rebuild
     from sites.models import Experiment, Site
 
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE results_raterollup, results_raterolluphour, results_flowrollup, results_transferrecord, "
+            "results_linktotals, results_linkinterval, results_linkerror, "
             "challenges_target, "
             "challenges_activity, challenges_challenge, sites_site_experiments, sites_site, "
             "sites_experiment CASCADE"
@@ -135,6 +137,14 @@ def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, flo
         for table in ("results_raterollup", "results_raterolluphour", "results_flowrollup"):
             cursor.execute(f"VACUUM ANALYZE {table}")
     built = time.perf_counter() - began
+    began = time.perf_counter()
+    islands = link_intervals_rebuild()
+    with connection.cursor() as cursor:
+        for table in ("results_linktotals", "results_linkinterval", "results_linkerror"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+    print(
+        f"matrix unions rebuilt:     {islands:,} intervals in {time.perf_counter() - began:.1f} s (with VACUUM ANALYZE)"
+    )
 
     return challenge, stored, generated, rows, built
 
@@ -224,9 +234,12 @@ def main() -> None:
         assert response.status_code == 200, response.content[:300]
         assert len(response.json()["rows"]) == targets
 
-    def matrix_call() -> None:
-        response = pages.get("/results/bench/matrix/", {"format": "json"})
+    def matrix_call(**asked: str) -> None:
+        response = pages.get("/results/bench/matrix/", {"format": "json", **asked})
         assert response.status_code == 200, response.content[:300]
+        resolutions.add(response.json()["resolution"])
+
+    resolutions: set[str] = set()
 
     # Where a cold call's time goes: the rollup query alone (executed and fetched in binary), then the whole
     # computation without the cache (query + Python), then the API (plus targets, versions, cache, JSON).
@@ -252,6 +265,15 @@ def main() -> None:
     report(f"rates API, {targets} targets, warm", timed(api_call, cold=False))
     report("matrix (the page's JSON export), cold", timed(matrix_call, cold=True))
     report("matrix (the page's JSON export), warm", timed(matrix_call, cold=False))
+    print(f"matrix resolution:         {', '.join(sorted(resolutions))}")
+    report(
+        "matrix split by mode and concurrency, cold",
+        timed(lambda: matrix_call(split="mode,concurrency"), cold=True),
+    )
+    report(
+        "matrix from the records (?resolution=records), cold",
+        timed(lambda: matrix_call(resolution="records"), cold=True),
+    )
     if args.now:
         from live.alerts import alerts_evaluate
 

@@ -47,13 +47,16 @@ def table_response(
     columns: Sequence[str],
     rows: Sequence[dict[str, Any]],
     json_rows: Sequence[dict[str, Any]] | None = None,
+    about: dict[str, Any] | None = None,
 ) -> HttpResponse:
     """The table as CSV (?format=csv) or JSON (?format=json). `json_rows`, when given, is the JSON's rows in a shape
-    of their own (the API's) instead of the flat rows."""
+    of their own (the API's) instead of the flat rows. `about`: keys the JSON gives beside the table (what its
+    numbers are, e.g. the matrix's resolution)."""
     if request.GET.get("format") == "json":
         if json_rows is not None:
-            return JsonResponse({"table": name, "rows": [iso_values(row) for row in json_rows]})
-        return JsonResponse({"table": name, "columns": list(columns), "rows": [iso_values(row) for row in rows]})
+            return JsonResponse({"table": name, **(about or {}), "rows": [iso_values(row) for row in json_rows]})
+        body = {"table": name, **(about or {}), "columns": list(columns), "rows": [iso_values(row) for row in rows]}
+        return JsonResponse(body)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
     writer = csv.writer(response)

@@ -286,8 +286,9 @@ if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
     AUTHENTICATION_BACKENDS.append("sites.oidc.PortalOIDCBackend")
 
-# The FROM x TO matrix of a challenge with more transfers than this counts active time to the minute, from the
-# rollup, rather than as the exact union of the transfers' intervals (results/matrix_rollup.py).
+# The FROM x TO matrix is read from the stored unions (results/link_intervals.py); when they are not built (a bulk
+# load without link_intervals_rebuild), a challenge with more transfers than this counts active time to the minute,
+# from the rollup, rather than as the exact union of the transfers' intervals (results/matrix_rollup.py).
 RESULTS_MATRIX_EXACT_LIMIT = env.int("RESULTS_MATRIX_EXACT_LIMIT", default=1_000_000)
 
 # Ingestion of DDM messages: the largest request body of a batch, and the STOMP broker `manage.py consume` reads.

@@ -27,7 +27,8 @@ from challenges.models import Activity, Challenge
 from common.units import rate_text, size_text
 
 from .link_matrix import SPLITS, LinkCell, link_matrix
-from .matrix_rollup import matrix_exact_limit, rollup_cells, rollup_offered, transfers_counted
+from .matrix_rollup import matrix_exact_limit, rollup_cells, rollup_offered
+from .matrix_unions import union_cells, union_offered, union_transfers
 from .models import RollupVersion, TransferRecord
 from .rates import results_cache_get, results_cache_set
 
@@ -47,7 +48,9 @@ class Matrix:
     concurrency: int | None = None
     split: tuple[str, ...] = ()
     transfers: int = 0  # files that ended, of the challenge's activities (the hourly rollup's count)
-    resolution: str = "exact"  # "exact": active time from the records; "minute": from the per-minute rollup
+    # "unions": exact, from the stored unions (results.link_intervals); "records": exact, from the records;
+    # "minute": active time counted to the minute from the per-minute rollup
+    resolution: str = "unions"
 
     def grid(self, cells: Sequence[LinkCell] | None = None) -> list[tuple[str, list[LinkCell | None]]]:
         """Rows of source sites, each with one cell (or None) per destination site, of these cells (one group of a
@@ -72,7 +75,8 @@ def _group_order(item: tuple[tuple[str | None, int | None], Any]) -> tuple[str, 
     return (mode or "", concurrency or 0)
 
 
-MATRIX_CACHE_PREFIX = "results:matrix:v3:"
+MATRIX_CACHE_PREFIX = "results:matrix:v4:"
+RESOLUTIONS = ("unions", "records", "minute")
 
 
 def challenge_activity_ids(*, challenge: Challenge, experiment_ids: Collection[int] | None) -> list[int]:
@@ -90,17 +94,22 @@ def matrix_for_challenge(
     mode: str | None = None,
     concurrency: int | None = None,
     split: Sequence[str] = (),
+    resolution: str | None = None,
 ) -> Matrix:
     """The matrix of a challenge (of these experiments' activities only, e.g. those the reader may see; None for
     all), for one mode and / or concurrency or all of them, with cells split by `split` (any of "mode",
-    "concurrency"). Cached under the rollup versions of its experiments (every writer of records, and every
-    re-attribution, raises them): a query for the activities, one for the versions, and when not cached one for the
-    cells and one for the modes and concurrencies on offer."""
+    "concurrency"). `resolution` None: from the stored unions, or when they do not hold every record (a bulk load
+    not rebuilt), from the records up to RESULTS_MATRIX_EXACT_LIMIT transfers and to the minute above; "unions",
+    "records" or "minute" ask for one way (to compare them). Cached under the rollup versions of its experiments
+    (every writer of records, and every re-attribution, raises them): a query for the activities, one for the
+    versions, and when not cached one for the counts, one for the cells and one for the modes and concurrencies on
+    offer."""
     unknown = set(split) - set(SPLITS)
     if unknown:
         raise ValueError(f"cannot split by {', '.join(sorted(unknown))}: only by {', '.join(SPLITS)}")
+    if resolution not in (None, *RESOLUTIONS):
+        raise ValueError(f"resolution is one of {', '.join(RESOLUTIONS)}, not {resolution!r}")
     activity_ids = challenge_activity_ids(challenge=challenge, experiment_ids=experiment_ids)
-    records = TransferRecord.objects.filter(activity_id__in=activity_ids)
     versions = list(
         RollupVersion.objects.filter(
             experiment_id__in=Activity.objects.filter(pk__in=activity_ids).values("experiment_id")
@@ -108,31 +117,15 @@ def matrix_for_challenge(
         .order_by("experiment_id")
         .values_list("experiment_id", "version", "changed_at")
     )
-    parts = (challenge.pk, activity_ids, mode, concurrency, tuple(split), repr(versions))
+    parts = (challenge.pk, activity_ids, mode, concurrency, tuple(split), resolution, repr(versions))
     key = MATRIX_CACHE_PREFIX + hashlib.sha256(repr(parts).encode()).hexdigest()
     cached = results_cache_get([key]).get(key) if versions else None
     if cached is not None:
         cells, modes, concurrencies, transfers, resolution = cached
     else:
-        transfers = transfers_counted(activity_ids)
-        if transfers > matrix_exact_limit():
-            resolution = "minute"
-            cells = rollup_cells(activity_ids=activity_ids, mode=mode, concurrency=concurrency, split=split)
-            offered = rollup_offered(activity_ids)
-        else:
-            resolution = "exact"
-            selected = records
-            if mode is not None:
-                selected = selected.filter(mode=mode)
-            if concurrency is not None:
-                selected = selected.filter(concurrency=concurrency)
-            cells = link_matrix(selected, split=split)
-            offered = set(
-                records.filter(source_site__isnull=False, destination_site__isnull=False)
-                .values_list("mode", "concurrency")
-                .distinct()
-                .order_by()
-            )
+        cells, offered, transfers, resolution = _cells_compute(
+            activity_ids=activity_ids, mode=mode, concurrency=concurrency, split=split, resolution=resolution
+        )
         modes = sorted({m for m, _ in offered if m})
         concurrencies = sorted({c for _, c in offered if c is not None})
         if versions:
@@ -153,6 +146,38 @@ def matrix_for_challenge(
         transfers=transfers,
         resolution=resolution,
     )
+
+
+def _cells_compute(
+    *,
+    activity_ids: list[int],
+    mode: str | None,
+    concurrency: int | None,
+    split: Sequence[str],
+    resolution: str | None,
+) -> tuple[list[LinkCell], set[tuple[str, int | None]], int, str]:
+    """(cells, modes and concurrencies on offer, transfers, resolution) of these activities, the way `resolution`
+    asks (None: the stored unions when they hold every record)."""
+    transfers, unions_complete = union_transfers(activity_ids)
+    if resolution == "unions" or (resolution is None and unions_complete):
+        cells = union_cells(activity_ids=activity_ids, mode=mode, concurrency=concurrency, split=split)
+        return cells, union_offered(activity_ids), transfers, "unions"
+    if resolution == "minute" or (resolution is None and transfers > matrix_exact_limit()):
+        cells = rollup_cells(activity_ids=activity_ids, mode=mode, concurrency=concurrency, split=split)
+        return cells, rollup_offered(activity_ids), transfers, "minute"
+    records = TransferRecord.objects.filter(activity_id__in=activity_ids)
+    selected = records
+    if mode is not None:
+        selected = selected.filter(mode=mode)
+    if concurrency is not None:
+        selected = selected.filter(concurrency=concurrency)
+    offered = set(
+        records.filter(source_site__isnull=False, destination_site__isnull=False)
+        .values_list("mode", "concurrency")
+        .distinct()
+        .order_by()
+    )
+    return link_matrix(selected, split=split), offered, transfers, "records"
 
 
 def matrix_heatmap_figure(*, matrix: Matrix) -> dict[str, Any]:

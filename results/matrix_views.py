@@ -101,23 +101,29 @@ def _records_link(slug: str, cell: matrix.MatrixCell, experiment: Experiment | N
 @read_access
 def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
     """FROM x TO: rows source sites, columns destination sites; ?mode=, ?concurrency=, ?experiment= select;
-    exports take ?split=mode,concurrency to break the cells down."""
+    exports take ?split=mode,concurrency to break the cells down; ?resolution=unions|records|minute asks for one
+    way of computing it (results.matrix), which the page, the JSON and the X-Matrix-Resolution header name."""
     challenge = get_object_or_404(Challenge, slug=slug)
     experiment = _experiment(request)
     mode = request.GET.get("mode") or None
     concurrency_text = request.GET.get("concurrency", "")
     concurrency = int(concurrency_text) if is_whole_number(concurrency_text) else None
     split = [part for part in matrix.SPLITS if part in request.GET.get("split", "").split(",")]
+    resolution = request.GET.get("resolution") if request.GET.get("resolution") in matrix.RESOLUTIONS else None
     result = matrix.matrix_for_challenge(
         challenge=challenge,
         experiment_ids=_experiment_ids(request, experiment),
         mode=mode,
         concurrency=concurrency,
         split=split,
+        resolution=resolution,
     )
     if export_requested(request):
         rows = [_matrix_row(cell) for cell in result.cells]
-        return table_response(request, name=f"{slug}-matrix", columns=MATRIX_COLUMNS, rows=rows)
+        about = {"resolution": result.resolution}
+        response = table_response(request, name=f"{slug}-matrix", columns=MATRIX_COLUMNS, rows=rows, about=about)
+        response["X-Matrix-Resolution"] = result.resolution
+        return response
     markers = report_markers(challenge=challenge, user=request.user)
     tables = [
         {

@@ -331,3 +331,94 @@ class OptimizerDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_se} -> {self.dest_se} at {self.at:%Y-%m-%d %H:%M}: {self.active} active"
+
+
+# --- the FROM x TO matrix's stored unions (results.link_intervals keeps them, results.matrix_unions reads them) ---
+
+
+class LinkKey(models.Model):
+    """The key the matrix's stored unions share: the activity the records count for, the link, the mode and the
+    concurrency (-1: none given, so that the key has no NULL). Only records that count for an activity, of known
+    sites, ok or failed, are kept: those are the challenge matrix's."""
+
+    activity_id = models.BigIntegerField()
+    source_site_id = models.BigIntegerField()
+    destination_site_id = models.BigIntegerField()
+    mode = models.CharField(max_length=16, blank=True)
+    concurrency = models.IntegerField(help_text="-1: not given")
+
+    class Meta:
+        abstract = True
+
+
+class NumericField(models.DecimalField):
+    """PostgreSQL numeric without a precision: sums of numeric quotients stay exact, whatever their grouping."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("max_digits", 1000)
+        kwargs.setdefault("decimal_places", 0)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def db_type(self, connection: object) -> str:
+        return "numeric"
+
+
+class LinkTotals(LinkKey):
+    """Per key: what the matrix adds up (volume, files, sum of file rates) and the portal runs behind it. Its row
+    is the key's lock: a writer updates it before it merges the key's intervals."""
+
+    volume = models.BigIntegerField(default=0, help_text="bytes of the ok records")
+    files_ok = models.BigIntegerField(default=0)
+    files_failed = models.BigIntegerField(default=0)
+    sum_of_file_rates = NumericField(default=0, help_text="each ok file's bytes over its own duration, added up")
+    runs = ArrayField(models.BigIntegerField(), default=list, help_text="the portal runs of its records")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["activity_id", "source_site_id", "destination_site_id", "mode", "concurrency"],
+                name="link_totals_unique_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_site_id}->{self.destination_site_id} {self.mode} {self.files_ok} ok"
+
+
+class LinkInterval(LinkKey):
+    """One island of a key's active time: a maximal [start, end) of the union of its records' intervals (records
+    of no length are left out: they add no time). The islands of one key never overlap."""
+
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["activity_id", "source_site_id", "destination_site_id", "mode", "concurrency", "end"],
+                include=["start"],
+                name="link_interval_key_end",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_site_id}->{self.destination_site_id} [{self.start:%Y-%m-%d %H:%M}, {self.end:%H:%M})"
+
+
+class LinkError(LinkKey):
+    """Per key and error message (its first 300 characters, as the matrix compares them): the failed records
+    that gave it, for the most common error of a cell."""
+
+    message = models.TextField()
+    failures = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["activity_id", "source_site_id", "destination_site_id", "mode", "concurrency", "message"],
+                name="link_error_unique_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_site_id}->{self.destination_site_id}: {self.failures} x {self.message[:40]}"

@@ -11,6 +11,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from .link_intervals import link_intervals_add, link_intervals_take_out
+
 # Writers of records take it shared; whoever moves stored records between sites or activities
 # (ingest.services.records_attach, results.attribution) takes it exclusive, so that no batch is stored meanwhile.
 RECORDS_LOCK = 0x7265
@@ -200,14 +202,17 @@ WHERE (r.activity_id, r.flow, r.site_id, r.peer_id, r.hour, r.experiment_id)
 """
 
 ROLLUP_COLUMNS = (
-    'experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes'
+    'experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes, '
+    "error_message, run_id"  # for the matrix's unions (results.link_intervals)
 )
 
 
 def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -> int:
     """Add (sign=1) or take out (sign=-1) the contributions of the records selected by `records` (a SELECT giving
     at least ROLLUP_COLUMNS) to the rollups, computed in SQL like the rebuild; raises the rollup versions of
-    their experiments. Call inside the transaction that changed the records. Returns the per-minute rows touched."""
+    their experiments; the matrix's unions (results.link_intervals) move with them. Call inside the transaction that
+    changed the records: a take-out before they change, the add after (which also settles the take-out's unions;
+    without an add, call link_intervals_settle). Returns the per-minute rows touched."""
     if sign not in (1, -1):
         raise ValueError("sign is 1 or -1")
     query = DELTAS_CREATE.format(records=records)
@@ -222,6 +227,10 @@ def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -
         # Last: every writer of an experiment waits for this row until the writer before it commits.
         cursor.execute("SELECT DISTINCT experiment_id FROM rollup_delta")
         rollup_versions_bump(row[0] for row in cursor.fetchall())
+    if sign > 0:
+        link_intervals_add(records=records, params=params)
+    else:
+        link_intervals_take_out(records=records, params=params)
     return rows
 
 

@@ -20,6 +20,7 @@ from ingest.tasks import records_attach_task
 from results.models import FlowRollup, RateRollup, TransferRecord
 from results.rates import target_rates
 from results.rollups import rollups_rebuild
+from tests.results.link_rows import assert_unions_as_rebuilt, link_rows
 from tests.results.rollup_rows import rollup_rows
 
 from .helpers import uam_target
@@ -74,6 +75,9 @@ def test_records_of_an_unknown_host_attach_when_its_endpoint_is_registered(
     rollups_rebuild()
     assert rollup_state() == incremental  # moved, not added twice
     assert incremental
+    unions = link_rows()  # the matrix's unions now hold the attached records too
+    assert [(row[2], row[6]) for row in unions["totals"]] == [(world["uam"].pk, 2)]
+    assert_unions_as_rebuilt()
     assert unknown_hosts() == []
     assert records_attach_task() == 0
 

@@ -24,6 +24,7 @@ from sites.models import Experiment, Site
 from sites.roles import membership_grant
 from tests.sites.factories import UserFactory
 
+from .link_rows import assert_unions_as_rebuilt
 from .rollup_rows import rollup_rows
 
 pytestmark = pytest.mark.django_db
@@ -101,7 +102,8 @@ def volume(target: Target) -> float:
 
 
 def assert_rollups_as_rebuilt() -> None:
-    """The rollups kept incrementally equal those rebuilt from the records."""
+    """The rollups (and the matrix's unions) kept incrementally equal those rebuilt from the records."""
+    assert_unions_as_rebuilt()
     kept = {name: sorted(rows, key=repr) for name, rows in rollup_rows().items()}
     rollups_rebuild()
     rebuilt = {name: sorted(rows, key=repr) for name, rows in rollup_rows().items()}

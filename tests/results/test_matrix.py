@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from challenges.models import Activity, Challenge, Target
 from results.matrix import matrix_for_challenge
-from results.models import TransferRecord
+from results.models import LinkTotals, TransferRecord
 from results.rows import RecordRow
 from results.services import record_rows_store, records_store
 from sites.choices import Role
@@ -208,8 +208,9 @@ def test_another_challenges_traffic_on_the_same_link_is_not_in_the_matrix(two_li
 
 def test_the_matrix_reads_the_records_in_one_query(two_links: dict[str, Any], django_assert_num_queries: Any) -> None:
     cache.clear()
-    # the activities; the rollup versions; the transfers counted (hourly rollup); the cells with the site names, in
-    # a savepoint that gives the query its work_mem (SAVEPOINT, SET LOCAL, the query, RELEASE); the modes on offer
+    # the activities; the rollup versions; the transfers counted (hourly rollup) and those the stored unions hold;
+    # the cells from the unions with the site names, in a savepoint that gives the query its work_mem (SAVEPOINT,
+    # SET LOCAL, the query, RELEASE); the modes on offer
     with django_assert_num_queries(8):
         matrix_for_challenge(challenge=two_links["challenge"], split=["mode"])
 
@@ -354,10 +355,11 @@ def test_the_matrix_page_splits_into_one_table_per_mode(viewer: Client, two_link
     assert "selected>one per mode" in text
 
 
-def test_a_large_challenges_matrix_counts_active_time_to_the_minute(
+def test_a_large_challenge_without_its_unions_counts_active_time_to_the_minute(
     two_links: dict[str, Any], viewer: Client, settings: Any
 ) -> None:
     settings.RESULTS_MATRIX_EXACT_LIMIT = 3  # the two links' 4 transfers are "many"
+    LinkTotals.objects.all().delete()  # as records bulk-loaded without link_intervals_rebuild leave them
     result = matrix_for_challenge(challenge=two_links["challenge"])
     assert (result.resolution, result.transfers) == ("minute", 4)
     cern_cnaf = cells_by_link(result)[("CERN", "CNAF", None, None)]
@@ -368,4 +370,14 @@ def test_a_large_challenges_matrix_counts_active_time_to_the_minute(
     split = cells_by_link(matrix_for_challenge(challenge=two_links["challenge"], split=["mode"]))
     assert split[("CERN", "CNAF", "push", None)].active_seconds == 11 * 60  # 10-19 moving, 20 its end (exact: 600)
     text = viewer.get("/results/tc/matrix/").content.decode()
-    assert 'id="matrix-resolution"' in text and "counted to the minute" in text
+    assert 'data-resolution="minute"' in text and "counted to the minute" in text
+
+
+def test_the_matrix_page_and_its_json_say_which_resolution_they_show(two_links: dict[str, Any], viewer: Client) -> None:
+    assert 'data-resolution="unions"' in viewer.get("/results/tc/matrix/").content.decode()
+    response = viewer.get("/results/tc/matrix/", {"format": "json", "resolution": "minute"})
+    assert (response.json()["resolution"], response["X-Matrix-Resolution"]) == ("minute", "minute")
+    assert viewer.get("/results/tc/matrix/", {"format": "json", "resolution": "records"}).json()["resolution"] == (
+        "records"
+    )
+    assert 'data-resolution="records"' in viewer.get("/results/tc/matrix/?resolution=records").content.decode()
