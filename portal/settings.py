@@ -75,6 +75,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "sites.middleware.PageTokenMiddleware",  # page exports read with an API token, as the API
+    "portal.db_router.ReplicaReadsMiddleware",  # GET and HEAD read from DATABASE_REPLICA_URL when set
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -226,6 +227,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "ingest-records-attach": {"task": "ingest.records_attach", "schedule": 60.0},
     # The live alerts of the running challenges, and the deliveries whose task was lost.
     "live-alerts-evaluate": {"task": "live.alerts_evaluate", "schedule": 60.0},
+    # The monthly partitions of the transfer records, made months ahead (a batch makes a missing one too).
+    "results-partitions-ensure": {"task": "results.partitions_ensure", "schedule": 3600.0},
 }
 
 # The registry: whether storage endpoints may use file:// (only for the local testbed), API token lifetime,
