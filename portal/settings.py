@@ -300,6 +300,9 @@ if OIDC_ENABLED:
 # The FROM x TO matrix of a challenge with more transfers than this counts active time to the minute, from the
 # rollup, rather than as the exact union of the transfers' intervals (results/matrix_rollup.py).
 RESULTS_MATRIX_EXACT_LIMIT = env.int("RESULTS_MATRIX_EXACT_LIMIT", default=1_000_000)
+# Days after a month (and every challenge overlapping it) ended before `manage.py records_retire` may drop its raw
+# records: late messages have come in and no plan change will re-attribute them (results/retention.py).
+RECORDS_FINAL_AFTER_DAYS = env.int("RECORDS_FINAL_AFTER_DAYS", default=7)
 
 # Ingestion of DDM messages: the largest request body of a batch, and the STOMP broker `manage.py consume` reads.
 INGEST_MAX_BODY_BYTES = env.int("INGEST_MAX_BODY_BYTES", default=64 * 1024 * 1024)

@@ -270,8 +270,14 @@ INSERT INTO results_raterolluphour ({_RATE_HOUR_COLUMNS})
 @transaction.atomic
 def rollups_rebuild() -> int:
     """Recompute the rollups from the records (after bulk loads or re-matching sites). Returns the rows of the
-    per-minute rollup."""
+    per-minute rollup. Refused once raw records were retired (results.retention): their rollups would be lost."""
     with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('results_retiredmonth')")  # None before migration 0013 (0011 rebuilds)
+        if cursor.fetchone()[0] is not None:
+            cursor.execute("SELECT string_agg(to_char(month, 'YYYY-MM'), ', ') FROM results_retiredmonth")
+            retired = cursor.fetchone()[0]
+            if retired:
+                raise RuntimeError(f"cannot rebuild the rollups: the raw records of {retired} were retired")
         cursor.execute("LOCK TABLE results_raterollup, results_raterolluphour, results_flowrollup IN EXCLUSIVE MODE")
         cursor.execute("DELETE FROM results_raterollup")
         cursor.execute(REBUILD)
