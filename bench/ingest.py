@@ -204,7 +204,10 @@ def records_empty() -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE results_transferrecord, results_raterollup, results_flowrollup, results_rollupversion")
+        cursor.execute(
+            "TRUNCATE results_transferrecord, results_recordkey, results_raterollup, results_raterolluphour, "
+            "results_flowrollup, results_rollupversion"
+        )
         cursor.execute("DROP TABLE IF EXISTS bench_copy")
 
 
