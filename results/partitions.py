@@ -120,8 +120,16 @@ def _on_demand_window(now: datetime) -> tuple[date, date]:
 def partitions_for_ends(ends: Iterable[datetime], *, now: datetime | None = None) -> None:
     """Before a batch is stored outside any transaction: make the partitions its records' months lack, when those
     months are near now (others go to the DEFAULT partition). Costs a set lookup per distinct month when they
-    exist."""
-    months = {month_start(end.astimezone(UTC)) for end in ends}
+    exist (a batch whose ends span years costs a look at each month between)."""
+    ends = list(ends)
+    if not ends:
+        return
+    # The months from the first to the last end (min and max cost a fraction of a millisecond a batch).
+    month, last = month_start(min(ends).astimezone(UTC)), month_start(max(ends).astimezone(UTC))
+    months = set()
+    while month <= last:
+        months.add(month)
+        month = month_next(month)
     missing = months - _known
     if not missing:
         return
