@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from datetime import date
 from typing import Any
 
 CUTOFF = "2024-01-01"  # bench/ingest.py's messages end in November 2023; bench/scale's records are recent
@@ -63,6 +64,7 @@ def _clean_full() -> None:
     from django.db import connection
 
     from challenges.models import Challenge
+    from results.partitions import partition_name, partitions_list
     from results.record_keys import ORIGIN_KEY, TRANSFER_KEY
 
     with connection.cursor() as cursor:
@@ -72,6 +74,10 @@ def _clean_full() -> None:
             f"results_transferrecord r WHERE r.\"end\" < %s AND r.transfer_key <> '')",
             [CUTOFF, CUTOFF],
         )
+        # The months the messages made are dropped whole (a DELETE would leave dead rows for the reads to skip).
+        for month in partitions_list():
+            if month < date.fromisoformat(CUTOFF):
+                cursor.execute(f"DROP TABLE {partition_name(month)}")
         cursor.execute('DELETE FROM results_transferrecord WHERE "end" < %s', [CUTOFF])
         cursor.execute("DELETE FROM results_raterollup WHERE minute < %s", [CUTOFF])
         cursor.execute("DELETE FROM results_raterolluphour WHERE hour < %s", [CUTOFF])

@@ -102,6 +102,8 @@ class TransferRecord(models.Model):
             models.Index(fields=["experiment", "start"]),
             # The records API's order: its keyset pages read this index at any depth.
             models.Index(fields=["start", "id"], name="record_start_id"),
+            # The now board's freshness of each source: its latest record, read backwards in the latest partitions.
+            models.Index(fields=["origin", "end"], name="record_origin_end"),
             models.Index(fields=["source_site", "destination_site", "end"]),
             models.Index(fields=["run", "state"], condition=Q(run__isnull=False), name="record_run_state"),
             models.Index(fields=["activity"], condition=Q(activity__isnull=False), name="record_activity"),
