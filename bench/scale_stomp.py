@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 QUEUE = "/queue/fts-monitoring-complete"
 BATCH = 5000
@@ -32,17 +33,36 @@ def _publish(port: int, bodies: list[bytes]) -> None:
     producer.disconnect()
 
 
+def _rabbit(root: Path) -> Any:
+    """tests/ingest's private RabbitMQ on ports of its own (47613...): the tests' brokers, started by other
+    worktrees at the same time, take 41613... and a consumer must never meet another's broker."""
+    from common import processes
+    from tests.ingest.broker import PrivateRabbit
+
+    rabbit = PrivateRabbit(root)
+    taken: set[int] = set()
+    for name, preferred in (("stomp_port", 47613), ("amqp_port", 47672), ("dist_port", 47673)):
+        port = processes.free_port(preferred, taken)
+        taken.add(port)
+        setattr(rabbit, name, port)
+    rabbit.node = f"benchscale{os.getpid()}@localhost"
+    (root / "rabbitmq.conf").write_text(
+        f"listeners.tcp.1 = 127.0.0.1:{rabbit.amqp_port}\n"
+        f"stomp.listeners.tcp.1 = 127.0.0.1:{rabbit.stomp_port}\n"
+        "loopback_users.guest = true\n"
+    )
+    return rabbit
+
+
 def stomp_rate(*, database_url: str, messages: int, cutoff: str, root: Path) -> tuple[float, int]:
     """Messages a second the consumer stored, and how many it stored, within 10 minutes."""
     import orjson
     from scale_ingest import bench_ingest
 
-    from tests.ingest.broker import PrivateRabbit
-
     bench = bench_ingest()
     bench.registry_setup()
     bench.plan_setup(4)
-    rabbit = PrivateRabbit(root / "var" / "bench-scale-rabbitmq")
+    rabbit = _rabbit(root / "var" / "bench-scale-rabbitmq")
     rabbit.start()
     log = (root / "var" / "bench-scale-consume.log").open("wb")
     consumer = None
