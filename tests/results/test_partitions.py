@@ -181,3 +181,13 @@ def test_the_records_api_refuses_a_cursor_it_did_not_make(atlas: Experiment) -> 
     client.force_authenticate(get_user_model().objects.create_superuser("root"))
     response = client.get("/api/v1/records/", {"after": "not-a-cursor"})
     assert response.status_code == 400 and "after" in response.json()
+
+
+@pytest.mark.django_db
+def test_beat_makes_the_month_of_records_left_in_the_default_partition(atlas: Experiment) -> None:
+    end = datetime(2019, 5, 20, tzinfo=UTC)
+    records_store(records=[record(atlas, "stray", start=end - timedelta(minutes=1), end=end)])
+    assert partition_of(TransferRecord.objects.get(origin_id="stray").pk) == DEFAULT_PARTITION
+    made = partitions_ensure(now=datetime(2019, 7, 1, tzinfo=UTC))
+    assert date(2019, 5, 1) in made
+    assert partition_of(TransferRecord.objects.get(origin_id="stray").pk) == partition_name(date(2019, 5, 1))
