@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))  # before bench/ (the script's directory): bench/i
 
 # Measured by this bench (see bench/README.md): bytes of disk per 100 million records (the partitions and their
 # 13 indexes, results_recordkey); the rollups apart.
-DISK_PER_100M = 95e9  # records and keys: 946 bytes a record at 1 million (2026-11-25)
+DISK_PER_100M = 95e9  # records and keys: 837 bytes a record fresh at 1 million, 944 after ingest churn (2026-11-25)
 DISK_ROLLUPS = 15e9  # the rollups of a 4-week challenge of this shape, bounded by minutes x flows (estimate)
 DISK_MARGIN = 1.25
 CHUNK = 2_000_000
