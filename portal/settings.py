@@ -75,6 +75,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "sites.middleware.PageTokenMiddleware",  # page exports read with an API token, as the API
+    "portal.db_router.ReplicaReadsMiddleware",  # GET and HEAD read from DATABASE_REPLICA_URL when set
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -104,6 +105,14 @@ WSGI_APPLICATION = "portal.wsgi.application"
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/portal")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A streaming replica of the primary for the reads of pages and exports (portal.db_router); unset: none.
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
+    DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"]["CONN_MAX_AGE"]
+    DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}  # tests read the primary's test database
+DATABASE_ROUTERS = ["portal.db_router.ReplicaRouter"]
 
 REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
@@ -226,6 +235,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "ingest-records-attach": {"task": "ingest.records_attach", "schedule": 60.0},
     # The live alerts of the running challenges, and the deliveries whose task was lost.
     "live-alerts-evaluate": {"task": "live.alerts_evaluate", "schedule": 60.0},
+    # The monthly partitions of the transfer records, made months ahead (a batch makes a missing one too).
+    "results-partitions-ensure": {"task": "results.partitions_ensure", "schedule": 3600.0},
 }
 
 # The registry: whether storage endpoints may use file:// (only for the local testbed), API token lifetime,
@@ -290,6 +301,9 @@ if OIDC_ENABLED:
 # load without link_intervals_rebuild), a challenge with more transfers than this counts active time to the minute,
 # from the rollup, rather than as the exact union of the transfers' intervals (results/matrix_rollup.py).
 RESULTS_MATRIX_EXACT_LIMIT = env.int("RESULTS_MATRIX_EXACT_LIMIT", default=1_000_000)
+# Days after a month (and every challenge overlapping it) ended before `manage.py records_retire` may drop its raw
+# records: late messages have come in and no plan change will re-attribute them (results/retention.py).
+RECORDS_FINAL_AFTER_DAYS = env.int("RECORDS_FINAL_AFTER_DAYS", default=7)
 
 # Ingestion of DDM messages: the largest request body of a batch, and the STOMP broker `manage.py consume` reads.
 INGEST_MAX_BODY_BYTES = env.int("INGEST_MAX_BODY_BYTES", default=64 * 1024 * 1024)

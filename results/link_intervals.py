@@ -27,6 +27,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from .partitions import months_retired
+
 KEY = "activity_id, source_site_id, destination_site_id, mode, concurrency"
 # The columns a SELECT of records gives to link_intervals_add / link_intervals_take_out.
 LINK_COLUMNS = (
@@ -244,6 +246,9 @@ def link_intervals_rebuild() -> int:
     """Compute the matrix's unions again from every record (after a bulk load, or to check them), no record
     written meanwhile (the records' table locked against writes). Returns the islands stored."""
     with connection.cursor() as cursor:
+        retired = months_retired(cursor)
+        if retired:
+            raise RuntimeError(f"cannot rebuild the matrix's unions: the raw records of {retired} were retired")
         cursor.execute("LOCK TABLE results_transferrecord IN SHARE MODE")
         # TRUNCATE leaves no dead rows behind (a DELETE of the old unions doubled their table until a VACUUM).
         cursor.execute("TRUNCATE results_linktotals, results_linkinterval, results_linkerror")

@@ -33,6 +33,7 @@ from . import failures, matrix
 from .filters import RecordFilter
 from .forms import FailureRuleForm
 from .models import FailureRule, TransferRecord
+from .retention import retired_notice
 from .selectors import records_visible_to
 from .tasks import failures_recategorize_on_commit
 
@@ -238,6 +239,7 @@ def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
         "next_query": urlencode(filters | {"page": page + 1}) if len(rows) > RECORDS_PAGE else None,
         "query": urlencode(filters),
         "filters": filters,
+        "retired": retired_notice(start=challenge.start, end=challenge.end),
     }
     return render(request, "results/records.html", context)
 
@@ -293,6 +295,7 @@ def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
         "hourly": failures.failures_hourly_figure(failures=result, start=challenge.start, end=challenge.end),
         "plotly_version": PLOTLY_VERSION,
         "query": urlencode({"experiment": experiment.name} if experiment else {}),
+        "retired": retired_notice(start=challenge.start, end=challenge.end),
     }
     return render(request, "results/failures.html", context)
 

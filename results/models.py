@@ -89,22 +89,21 @@ class TransferRecord(models.Model):
 
     class Meta:
         ordering = ["start", "id"]
+        # The table is partitioned by month of "end" (results.partitions; migration 0014): its primary key in the
+        # database is (id, "end"), since PostgreSQL wants the partition key in every unique index. Django keeps `id`
+        # as the primary key: ids come from one identity sequence and are unique, so lookups, the admin, DRF and
+        # `record.pk` work as before; no foreign key may point at a record (PostgreSQL would need id unique on its
+        # own). A record's identity (origin id, transfer key) is kept in RecordKey, not here: a unique index on
+        # this table would have to include "end", and a record re-sent with another end would count twice.
         constraints = [
-            # Identity is per experiment: a DDM token of one experiment that sends another's FTS or Rucio ids makes
-            # records of its own, never a "duplicate" of the real one (records of no experiment: one NULL group).
-            models.UniqueConstraint(
-                fields=["origin", "experiment", "origin_id"], name="record_unique_origin_id", nulls_distinct=False
-            ),
             models.CheckConstraint(condition=Q(end__gte=F("start")), name="record_end_not_before_start"),
-            models.UniqueConstraint(
-                fields=["experiment", "transfer_key"],
-                condition=~Q(transfer_key=""),
-                name="record_unique_transfer_key",
-                nulls_distinct=False,
-            ),
         ]
         indexes = [
             models.Index(fields=["experiment", "start"]),
+            # The records API's order: its keyset pages read this index at any depth.
+            models.Index(fields=["start", "id"], name="record_start_id"),
+            # The now board's freshness of each source: its latest record, read backwards in the latest partitions.
+            models.Index(fields=["origin", "end"], name="record_origin_end"),
             models.Index(fields=["source_site", "destination_site", "end"]),
             models.Index(fields=["run", "state"], condition=Q(run__isnull=False), name="record_run_state"),
             models.Index(fields=["activity"], condition=Q(activity__isnull=False), name="record_activity"),
@@ -422,3 +421,32 @@ class LinkError(LinkKey):
 
     def __str__(self) -> str:
         return f"{self.source_site_id}->{self.destination_site_id}: {self.failures} x {self.message[:40]}"
+
+
+class RecordKey(models.Model):
+    """The identities of the stored transfer records, one row per identity: the md5 of (origin, experiment,
+    origin id), and of (experiment, transfer key) when the record has one (results.record_keys). A batch claims its
+    records' keys first; a record whose key is already claimed is a duplicate and is not stored. Kept here rather
+    than as unique indexes of the partitioned records (which would have to include "end"), and kept when a month
+    is retired, so that a record re-sent with another end, or after its month was retired, still counts once."""
+
+    key = models.UUIDField(primary_key=True)
+
+    def __str__(self) -> str:
+        return str(self.key)
+
+
+class RetiredMonth(models.Model):
+    """A month whose raw transfer records were dropped by `manage.py records_retire` (results.retention): its
+    rollups (rates, minute matrices, the now board) stay; pages that read raw records say so."""
+
+    month = models.DateField(unique=True, help_text="the first day of the month (UTC) whose records ended in it")
+    retired_at = models.DateTimeField()
+    records = models.BigIntegerField(help_text="raw records dropped")
+    bytes = models.BigIntegerField(help_text="bytes of the partition dropped (table and indexes)")
+
+    class Meta:
+        ordering = ["month"]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} retired {self.retired_at:%Y-%m-%d}"

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from .link_intervals import link_intervals_add, link_intervals_take_out
+from .partitions import months_retired
 
 # Writers of records take it shared; whoever moves stored records between sites or activities
 # (ingest.services.records_attach, results.attribution) takes it exclusive, so that no batch is stored meanwhile.
@@ -279,8 +280,11 @@ INSERT INTO results_raterolluphour ({_RATE_HOUR_COLUMNS})
 @transaction.atomic
 def rollups_rebuild() -> int:
     """Recompute the rollups from the records (after bulk loads or re-matching sites). Returns the rows of the
-    per-minute rollup."""
+    per-minute rollup. Refused once raw records were retired (results.retention): their rollups would be lost."""
     with connection.cursor() as cursor:
+        retired = months_retired(cursor)
+        if retired:
+            raise RuntimeError(f"cannot rebuild the rollups: the raw records of {retired} were retired")
         cursor.execute("LOCK TABLE results_raterollup, results_raterolluphour, results_flowrollup IN EXCLUSIVE MODE")
         cursor.execute("DELETE FROM results_raterollup")
         cursor.execute(REBUILD)

@@ -1,8 +1,10 @@
 """Writes of results: storing transfer records once, with the rollups updated in the same transaction.
 
 The write path is built for DDM ingestion (tens of thousands of records a second): the batch is COPied into a
-temporary table, inserted with ON CONFLICT DO NOTHING (the unique origin id and transfer key decide what is new,
-within the batch too), and the rollups get the deltas of exactly the inserted rows, computed and upserted in SQL.
+temporary table, its rows' identities (origin id, transfer key) are claimed in results_recordkey (what is claimed
+already, or twice in the batch, is a duplicate: results.record_keys), the new rows are inserted into the partitioned
+table (the partition of their month, made beforehand when missing: results.partitions), and the rollups get the
+deltas of exactly the inserted rows, computed and upserted in SQL.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from .attribution import batch_attribute_sql
 from .choices import Origin
 from .failures import failure_categorize_records, failure_categorize_rows
 from .models import ERROR_MESSAGE_LENGTH, OptimizerDecision, TransferRecord
+from .partitions import partitions_for_ends
+from .record_keys import batch_claim_sql
 from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
 from .rows import DecisionRow, RecordRow
 
@@ -56,21 +60,19 @@ _BATCH_CREATE = f"""
 CREATE TEMP TABLE record_batch ON COMMIT DROP AS
 SELECT 0::int AS ord, {_COLUMN_LIST} FROM results_transferrecord WITH NO DATA
 """
-# ON CONFLICT DO NOTHING covers both unique indexes (origin id, transfer key) and rows repeated in the batch (the
-# first one wins). Concurrent writers need no lock for that: a writer that meets a key another one has inserted
-# waits for it to commit, then skips the row; each adds to the rollups only the rows it inserted itself. Rows go in
-# one order (by their origin id, then the batch order) so that two writers meet their common keys in the same
-# order; a deadlock left (crossing transfer keys) is retried.
+# The rows whose identities this batch claimed (results.record_keys: the claim is where concurrent writers meet,
+# wait for each other and skip what the other stored; a deadlock left, crossing keys, is retried). The ids come
+# from the table's identity sequence: the primary key (id, "end") never conflicts.
 _BATCH_INSERT = f"""
 CREATE TEMP TABLE record_new ON COMMIT DROP AS
 WITH inserted AS (
     INSERT INTO results_transferrecord ({_COLUMN_LIST})
-    SELECT {_COLUMN_LIST} FROM record_batch ORDER BY origin, origin_id, ord
-    ON CONFLICT DO NOTHING
+    SELECT {_COLUMN_LIST} FROM record_batch WHERE ord IN (SELECT ord FROM record_won) ORDER BY ord
     RETURNING id, {ROLLUP_COLUMNS}
 )
 SELECT * FROM inserted
 """
+_END = RECORD_COLUMNS.index("end")
 DEADLOCK_RETRIES = 3
 
 
@@ -157,6 +159,7 @@ def record_rows_store(*, rows: Sequence[RecordRow]) -> StoreSummary:
 
 
 def _rows_store_retried(rows: Sequence[tuple[object, ...]]) -> StoreSummary:
+    partitions_for_ends(row[_END] for row in rows)
     for attempt in range(DEADLOCK_RETRIES + 1):
         try:
             stored = _rows_store(rows)
@@ -191,6 +194,7 @@ def _rows_store(rows: Sequence[tuple[object, ...]]) -> int:
         # (which concurrent writers may wait for) for no longer than it takes. Django's are all deferrable and
         # initially deferred, which is what ALL DEFERRED restores.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        batch_claim_sql()
         cursor.execute(_BATCH_INSERT)
         stored = int(cursor.rowcount)
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")

@@ -11,6 +11,7 @@ from challenges.models import Challenge
 
 from .attribution import Scope, records_reattribute
 from .failures import failures_recategorize
+from .partitions import partitions_ensure
 
 
 @shared_task(name="results.failures_recategorize")
@@ -39,3 +40,10 @@ def records_reattribute_task(scope: dict[str, Any]) -> int:
     """Apply the attribution rules again to the records a change of the plan may concern (results.signals sends
     it on commit); progress in results.attribution.attribution_status(). Returns the records that changed."""
     return records_reattribute(scope=Scope.from_json(scope))
+
+
+@shared_task(name="results.partitions_ensure")
+def partitions_ensure_task() -> list[str]:
+    """Beat's task (hourly): the partitions of the records of this month and the next ones, and of the months
+    whose records went to the DEFAULT partition. Idempotent; returns the months made (YYYY-MM)."""
+    return [f"{month:%Y-%m}" for month in partitions_ensure()]

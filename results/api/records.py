@@ -27,6 +27,7 @@ from ..filters import RecordFilter
 from ..models import FailureRule, TransferRecord
 from ..selectors import records_visible_to
 from ..tasks import failures_recategorize_on_commit
+from .pagination import RecordKeysetPagination
 
 
 class TransferRecordSerializer(serializers.ModelSerializer[TransferRecord]):
@@ -80,11 +81,14 @@ class TransferRecordSerializer(serializers.ModelSerializer[TransferRecord]):
 
 class TransferRecordViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[TransferRecord]):
     """Transfer records, oldest first (start, id), filtered by challenge, sites, experiment, mode, concurrency,
-    state and failure category. A DDM token reads its own experiment's records only."""
+    state and failure category, in pages of `limit` after the cursor of the previous page's `next` link (keyset:
+    as fast a million records deep as on the first page; no count). A DDM token reads its own experiment's
+    records only."""
 
     queryset = TransferRecord.objects.all()
     serializer_class = TransferRecordSerializer
     filterset_class = RecordFilter
+    pagination_class = RecordKeysetPagination
 
     def get_queryset(self) -> QuerySet[TransferRecord]:
         return records_visible_to(user=self.request.user)
