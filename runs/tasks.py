@@ -25,6 +25,15 @@ from common.locks import advisory_lock
 
 from . import clock, engine, reaper
 from .copies import run_copies_deleted, run_copies_to_delete
+from .credentials import (
+    Grants,
+    copy_grants,
+    delete_grants,
+    run_credential_check,
+    run_grants,
+    test_file_grants,
+    token_source_from_settings,
+)
 from .dispatch import COPIES_DELETE_TASK, PREPARE_TASK, TRANSFER_TASK
 from .models import Run
 from .parameters import TRANSFER_KINDS, stall_timeout
@@ -38,14 +47,19 @@ logger = logging.getLogger(__name__)
 
 def probe_context() -> ProbeContext:
     """The deployment's probe context (settings.PROBE_CONTEXT, a dotted path to a ProbeContext class), made anew
-    each time so that it follows the settings."""
+    each time so that it follows the settings, with the token source settings.TOKEN_SOURCE names (its tokens are
+    cached by the process, not by the context)."""
     context_class = import_string(settings.PROBE_CONTEXT)
-    return context_class()
+    context: ProbeContext = context_class()
+    if (source := token_source_from_settings()) is not None:
+        context.token_source = source
+    return context
 
 
-def gfal2_context() -> Any:
-    """A fresh gfal2 context as the probe context makes it (cheap: about 1 ms)."""
-    return probe_context().gfal2_context()
+def gfal2_context(grants: Grants | None = None) -> Any:
+    """A fresh gfal2 context as the probe context makes it (cheap: about 1 ms), each URL of `grants` with its own
+    token when the deployment uses tokens."""
+    return probe_context().gfal2_context(grants or [])
 
 
 def _worker_name(task: Any) -> str:
@@ -67,9 +81,15 @@ def run_prepare(self: Any, run_id: int) -> None:
         def ensure_test_file(base: str, size: int) -> str:
             # One maker of a test file at a time, on every worker: the others wait, then find it made.
             with advisory_lock(f"testfile {base} {size}"):
-                return test_file(gfal2_context(), base, size, checksum=checksum)
+                return test_file(gfal2_context(test_file_grants(base)), base, size, checksum=checksum)
 
-        engine.run_prepare(run_id, ensure_test_file=ensure_test_file, free_space=probe_context().free_space)
+        context = probe_context()
+        engine.run_prepare(
+            run_id,
+            ensure_test_file=ensure_test_file,
+            free_space=context.free_space,
+            credential=functools.partial(run_credential_check, context=context),
+        )
     else:
         run_probe(run_id)
 
@@ -87,8 +107,14 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
         logger.info("file %s try %s: stale message, dropped", file_id, attempt)
         return
     parameters = file.run.parameters
-    ctx = gfal2_context()
     cancelled = threading.Event()
+    try:
+        ctx = gfal2_context(copy_grants(file.source_url, file.destination_url))
+    except Exception as exc:  # no token (the issuer went away mid-run): the file fails with the issuer's answer
+        now = utcnow()
+        outcome = FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, str(exc))
+        engine.file_finish(file_id, attempt, self.request.id, outcome)
+        return
     watcher.add(file.pk, file.run_id, ctx, cancelled, hung_after=reaper.copy_deadline_seconds(parameters))
     try:
         try:
@@ -123,71 +149,24 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
 
 
 def run_probe(run_id: int) -> None:
-    """Run a staging, network, cache or io probe as one task; its files become records, its summary the run's."""
+    """Run a staging, network, cache or io probe as one task; its files become records, its summary the run's.
+    Its tokens (where the deployment uses them) are obtained first: an issuer that cannot give them fails it."""
     run = run_probe_begin(run_id)
     if run is None:
         return
-    parameters = run.parameters
     outcomes: list[FileOutcome] = []
     summary: dict[str, Any] = {}
     error = ""
     cancelled = threading.Event()  # set by the watcher when the run ends (cancelled, reaped) under the probe
     watcher.add_probe(run_id, cancelled)
     try:
-        if run.kind == ActivityKind.STAGING:
-            from .probes.staging import stage_files
-
-            urls = list(parameters["urls"])
-            mounts_before = probe_context().tape_mounts(urls[0])
-            staging = stage_files(
-                gfal2_context(),
-                urls,
-                bulk_size=parameters["bulk_size"],
-                pin_time=parameters["pin_time"],
-                timeout=parameters["timeout"],
-                poll_interval=parameters["poll_interval"],
-                cancel=cancelled,
-            )
-            mounts_after = probe_context().tape_mounts(urls[0])
-            outcomes, summary = list(staging.files), staging.to_dict()
-            # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
-            summary["mounts"] = (
-                mounts_after - mounts_before if mounts_before is not None and mounts_after is not None else None
-            )
-        elif run.kind == ActivityKind.NETWORK:
-            from .probes.network import network_probe
-
-            network = network_probe(
-                parameters["host"],
-                parameters["port"],
-                streams=parameters["streams"],
-                duration=parameters["duration"],
-                reverse=parameters["reverse"],
-                cancel=cancelled,
-            )
-            summary = network.to_dict()
-            if not getattr(network, "ok", True):
-                error = f"network probe failed: {getattr(network, 'error', '')}"
-        elif run.kind == ActivityKind.CACHE:
-            from .probes.cache import cache_study
-
-            cache_url = parameters["cache_url"]
-            cache_result = cache_study(
-                gfal2_context(),
-                list(parameters["origin_urls"]),
-                cache_url_of=_cache_url_of(cache_url),
-                flush=functools.partial(probe_context().cache_flush, cache_url),
-            )
-            outcomes, summary = list(cache_result.files), cache_result.to_dict()
-        elif run.kind == ActivityKind.IO:
-            from .probes.io import io_probe
-
-            io_result = io_probe(
-                gfal2_context(), parameters["endpoint"], parameters["file_size"], timeout=parameters["timeout"]
-            )
-            outcomes, summary = list(io_result.files), io_result.to_dict()
-        else:
+        context = probe_context()
+        run_credential_check(run, context)
+        probe = _PROBES.get(run.kind)
+        if probe is None:
             error = f"no probe for runs of kind {run.kind}"
+        else:
+            outcomes, summary, error = probe(run, context, cancelled)
     except Exception as exc:  # the probe's own failure ends the run with its reason
         logger.exception("run %s", run_id)
         error = f"{run.kind} probe failed: {getattr(exc, 'message', '') or exc}"
@@ -196,13 +175,93 @@ def run_probe(run_id: int) -> None:
     run_probe_store(run_id, outcomes, summary, error)
 
 
+ProbeAnswer = tuple[list[FileOutcome], dict[str, Any], str]
+
+
+def _staging_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeAnswer:
+    from .probes.staging import stage_files
+
+    parameters = run.parameters
+    urls = list(parameters["urls"])
+    mounts_before = context.tape_mounts(urls[0])
+    staging = stage_files(
+        context.gfal2_context(run_grants(run)),
+        urls,
+        bulk_size=parameters["bulk_size"],
+        pin_time=parameters["pin_time"],
+        timeout=parameters["timeout"],
+        poll_interval=parameters["poll_interval"],
+        cancel=cancelled,
+    )
+    mounts_after = context.tape_mounts(urls[0])
+    summary = staging.to_dict()
+    # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
+    summary["mounts"] = mounts_after - mounts_before if mounts_before is not None and mounts_after is not None else None
+    return list(staging.files), summary, ""
+
+
+def _network_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeAnswer:
+    from .probes.network import network_probe
+
+    parameters = run.parameters
+    network = network_probe(
+        parameters["host"],
+        parameters["port"],
+        streams=parameters["streams"],
+        duration=parameters["duration"],
+        reverse=parameters["reverse"],
+        cancel=cancelled,
+    )
+    error = "" if getattr(network, "ok", True) else f"network probe failed: {getattr(network, 'error', '')}"
+    return [], network.to_dict(), error
+
+
+def _cache_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeAnswer:
+    from .probes.cache import cache_study
+
+    cache_url = run.parameters["cache_url"]
+    cache_result = cache_study(
+        context.gfal2_context(run_grants(run)),
+        list(run.parameters["origin_urls"]),
+        cache_url_of=_cache_url_of(cache_url),
+        flush=functools.partial(context.cache_flush, cache_url),
+    )
+    return list(cache_result.files), cache_result.to_dict(), ""
+
+
+def _io_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeAnswer:
+    from .probes.io import io_probe
+
+    parameters = run.parameters
+    io_result = io_probe(
+        context.gfal2_context(run_grants(run)),
+        parameters["endpoint"],
+        parameters["file_size"],
+        timeout=parameters["timeout"],
+    )
+    return list(io_result.files), io_result.to_dict(), ""
+
+
+_PROBES = {
+    ActivityKind.STAGING: _staging_probe,
+    ActivityKind.NETWORK: _network_probe,
+    ActivityKind.CACHE: _cache_probe,
+    ActivityKind.IO: _io_probe,
+}
+
+
 @shared_task(name=COPIES_DELETE_TASK, ignore_result=True, acks_late=True)
 def run_copies_delete(run_id: int) -> None:
     """Delete an ended run's destination copies with gfal2 (idempotent: a second pass finds them gone)."""
     from .probes.cleanup import copies_delete
 
     wanted = run_copies_to_delete(run_id)
-    result = copies_delete(gfal2_context(), wanted.urls, wanted.directories)
+    try:
+        ctx = gfal2_context(delete_grants(wanted.urls, wanted.directories))
+    except Exception as exc:  # no token to delete with: the copies stay, and the run says why
+        run_copies_deleted(run_id, deleted=0, errors=[f"no credential to delete with: {exc}"])
+        return
+    result = copies_delete(ctx, wanted.urls, wanted.directories)
     run_copies_deleted(run_id, deleted=result.deleted, errors=result.errors)
 
 

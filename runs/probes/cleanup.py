@@ -19,7 +19,8 @@ class CleanupResult:
 def copies_delete(ctx: Any, urls: list[str], directories: list[str]) -> CleanupResult:
     """unlink every URL (a missing one is fine), then remove the run's directories when they are empty: a directory
     that still holds anything (someone else's file, a copy that could not be deleted) is left as it is, asked first
-    because a WebDAV server deletes a collection with all it holds."""
+    because a WebDAV server deletes a collection with all it holds (XRootD refuses to remove a directory that is
+    not empty: not asked there, as gfal2 2.21 lists a root:// directory without the URL's token)."""
     result = CleanupResult()
     for url in urls:
         try:
@@ -32,7 +33,8 @@ def copies_delete(ctx: Any, urls: list[str], directories: list[str]) -> CleanupR
                 result.errors.append(f"{url}: {getattr(exc, 'message', '') or exc}")
     for directory in directories:
         try:
-            if [name for name in ctx.listdir(directory) if name not in (".", "..")]:
+            listed = not directory.lower().startswith(("root:", "xroot:", "roots:", "xroots:"))
+            if listed and [name for name in ctx.listdir(directory) if name not in (".", "..")]:
                 continue
             ctx.rmdir(directory)
         except gfal2.GError as exc:

@@ -24,6 +24,7 @@ import gfal2
 
 from .outcomes import FileOutcome, utcnow
 from .stall import STALLED, Abandoned, CopyPeers, StallGuard
+from .tokens import token_redacted
 
 MODES = ("pull", "push", "streamed", "native")
 HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streamed"}
@@ -39,7 +40,7 @@ TIMEOUT = "timed out"
 
 
 def _message(exc: Exception) -> str:
-    return str(getattr(exc, "message", "") or exc)
+    return token_redacted(str(getattr(exc, "message", "") or exc))
 
 
 def _is_http(url: str) -> bool:
@@ -141,7 +142,11 @@ def transfer_file(
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = _copy_parameters(ctx, source_url, destination_url, mode=mode, streams=streams, timeout=timeout)
     params.overwrite = overwrite
-    if checksum and checksum.lower() != "none":
+    # XrdCl drops a URL's authz CGI from its checksum queries: with root:// tokens the portal compares them itself.
+    checked_here = bool(
+        checksum and checksum.lower() != "none" and not _checksums_in_copy(ctx, source_url, destination_url)
+    )
+    if checksum and checksum.lower() != "none" and not checked_here:
         params.set_checksum(gfal2.checksum_mode.both, checksum, expected_checksum)
     link = (urlsplit(source_url).netloc, urlsplit(destination_url).netloc)
     peer = peers.begin(link) if peers is not None else None
@@ -174,9 +179,44 @@ def transfer_file(
         peers.end(peer)
     size, agreed = _after_copy(ctx, guard, source_url, destination_url, checksum=checksum, details=details)
     mode_done = _mode_done(watch.copy_type, source_url, destination_url)
+    if checked_here and (
+        problem := _checksums_differ(ctx, guard, source_url, agreed, checksum=checksum, expected=expected_checksum)
+    ):
+        details.update(cause=CHECKSUM, checksum_by="portal")
+        error = f"{CHECKSUM}: {problem}"
+        return FileOutcome(
+            source_url, destination_url, 0, start, end, False, error=error, mode=mode_done, details=details
+        )
+    if checked_here:
+        details["checksum_by"] = "portal"
     return FileOutcome(
         source_url, destination_url, size, start, end, True, mode=mode_done, checksum=agreed, details=details
     )
+
+
+def _checksums_in_copy(ctx: Any, source_url: str, destination_url: str) -> bool:
+    """Whether gfal2 may compare the checksums within the copy (not when the context says the copy's URLs carry
+    tokens XrdCl's checksum query would drop)."""
+    in_copy = getattr(ctx, "checksums_in_copy", None)
+    return True if in_copy is None else bool(in_copy(source_url, destination_url))
+
+
+def _checksums_differ(
+    ctx: Any, guard: StallGuard, source_url: str, agreed: str, *, checksum: str, expected: str
+) -> str:
+    """Why the destination's checksum is not the source's (empty when it is): the portal's own comparison, for
+    copies whose checksums gfal2 could not compare."""
+    try:
+        wanted = expected or str(guard.run(lambda: ctx.checksum(source_url, checksum)))
+    except (gfal2.GError, Abandoned) as exc:
+        return f"the source's {checksum} could not be read: {_message(exc)}"
+    if not agreed:
+        return f"the destination's {checksum} could not be read"
+    try:
+        same = int(wanted, 16) == int(agreed, 16)
+    except ValueError:
+        same = wanted.strip().lower() == agreed.strip().lower()
+    return "" if same else f"source {checksum} {wanted}, destination {agreed}"
 
 
 def _copy_parameters(
@@ -207,7 +247,7 @@ class _CopyWatch:
         return self.copy_types[-1] if self.copy_types else ""
 
     def on_event(self, event: Any) -> None:
-        stage, description = str(event.stage), str(event.description)
+        stage, description = str(event.stage), token_redacted(str(event.description))
         self.events.append(f"{stage} {description}".strip())
         if stage.endswith("TRANSFER:TYPE"):
             self.copy_types.append(description)
