@@ -362,7 +362,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # No token reaches a log: gfal2's Davix headers (Authorization) and root:// URLs (authz) are redacted.
+    "filters": {"tokens": {"()": "runs.probes.tokens.TokenRedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["tokens"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # gfal2 logs every Davix request and response header at INFO (thousands of lines an hour in a worker): quiet
     # unless asked (GFAL2_LOG_LEVEL=INFO or DEBUG to see them).

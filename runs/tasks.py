@@ -13,6 +13,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -242,7 +243,7 @@ def _io_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> Pr
     return list(io_result.files), io_result.to_dict(), ""
 
 
-_PROBES = {
+_PROBES: dict[str, Callable[[Run, ProbeContext, threading.Event], ProbeAnswer]] = {
     ActivityKind.STAGING: _staging_probe,
     ActivityKind.NETWORK: _network_probe,
     ActivityKind.CACHE: _cache_probe,

@@ -162,16 +162,21 @@ def test_the_clean_up_deletes_with_a_modify_token_and_not_without(token_testbed:
         contexts(token_testbed, [(directory + "/", "read")]).stat(directory)
 
 
-def test_the_clean_up_of_a_root_directory_with_tokens(token_testbed: Testbed) -> None:
+def test_the_clean_up_of_a_root_directory_with_tokens_leaves_someone_elses_file(token_testbed: Testbed) -> None:
     source = source_file(token_testbed, "t0.root")
-    target = destination(token_testbed, "t1b.root")
-    directory = target.rsplit("/", 1)[0]
-    assert transfer_file(contexts(token_testbed, [(source, "read"), (target, "write")]), source, target).ok
-    done = copies_delete(
-        contexts(token_testbed, [(target, "delete"), (directory + "/", "delete")]), [target], [directory]
-    )
+    mine = destination(token_testbed, "t1b.root")
+    directory = mine.rsplit("/", 1)[0]
+    theirs = f"{directory}/theirs"
+    for target in (mine, theirs):
+        assert transfer_file(contexts(token_testbed, [(source, "read"), (target, "write")]), source, target).ok
+    on_disk = token_testbed.site_dir("t1b") / "data" / "data" / directory.split("//data/", 1)[1]
+    deleting = contexts(token_testbed, [(directory + "/", "delete")])
+    done = copies_delete(deleting, [mine], [directory])
     assert (done.deleted, done.errors) == (1, [])
-    assert not (token_testbed.site_dir("t1b") / "data" / directory.split("//data/", 1)[1]).exists()
+    assert [path.name for path in on_disk.iterdir()] == ["theirs"]  # not empty: XRootD kept the directory
+    done = copies_delete(deleting, [theirs], [directory])
+    assert (done.deleted, done.errors) == (1, [])
+    assert not on_disk.exists()
 
 
 # --- staging and the cache ----------------------------------------------------------------------------------------
