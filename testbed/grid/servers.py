@@ -318,7 +318,8 @@ http {{
             *self._xrootd_common("origin", ports["origin.root"]),
             "xrootd.fslib ++ libXrdThrottle.so",
             f"throttle.throttle data {int(self.config.origin_rate)} concurrency 1000 rint {ORIGIN_INTERVAL_MS}",
-            *self.xrootd_token_lines("origin", self._audiences("origin.root")),
+            # XCache hands the client's token on to the origin (the authz CGI): the origin takes the cache's audience.
+            *self.xrootd_token_lines("origin", self._audiences("origin.root", "xcache.root")),
         ]
         config = base / "xrootd.cfg"
         config.write_text("\n".join(lines) + "\n")
