@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from typing import Any
 
@@ -244,3 +247,63 @@ def test_an_issuer_that_cannot_be_reached_says_so(token_testbed: Testbed) -> Non
 def test_tokens_never_stay_in_a_message() -> None:
     text = "open root://h:1//data/f?authz=Bearer%20eyJabc.def-ghi&x=1 failed; Authorization: Bearer eyJ.a.b"
     assert token_redacted(text) == ("open root://h:1//data/f?authz=<token>&x=1 failed; Authorization: Bearer <token>")
+
+
+# --- the issuer and the Tape REST door answer bad input with a clear 4xx -----------------------------------------
+
+
+def post_form(url: str, form: dict[str, str], bed: Testbed, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=urllib.parse.urlencode(form).encode(), headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=bed.ssl_context()) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def test_the_issuer_answers_bad_requests_with_oauth2_errors(token_testbed: Testbed) -> None:
+    client_id, secret = token_testbed.client_credentials()
+    good = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
+    endpoint = token_testbed.token_endpoint
+    cases = [
+        ({**good, "scope": "storage.read:/data", "client_secret": "x"}, 401, "invalid_client"),
+        ({**good, "scope": "storage.read:/data", "grant_type": "password"}, 400, "unsupported_grant_type"),
+        ({**good, "scope": "storage.write:/data"}, 400, "invalid_scope"),
+        ({**good, "scope": "storage.read:data"}, 400, "invalid_scope"),
+        (good, 400, "invalid_scope"),
+    ]
+    for form, status, error in cases:
+        assert post_form(endpoint, form, token_testbed)[0:1] == (status,), form
+        assert post_form(endpoint, form, token_testbed)[1]["error"] == error, form
+    status, answer = post_form(
+        endpoint, {**good, "scope": "storage.read:/data", "audience": "https://x"}, token_testbed
+    )
+    assert (status, answer["token_type"], answer["scope"]) == (200, "Bearer", "storage.read:/data")
+
+
+def test_the_tape_rest_door_refuses_a_request_without_a_valid_token(token_testbed: Testbed) -> None:
+    api = f"https://127.0.0.1:{token_testbed.ports()['tape.rest']}/api/v1/stage/"
+    body = json.dumps({"files": [{"path": "/data/x"}]}).encode()
+    for headers in ({}, {"Authorization": "Bearer bogus"}, {"Authorization": "Basic eDp5"}):
+        request = urllib.request.Request(api, data=body, headers={"Content-Type": "application/json", **headers})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10, context=token_testbed.ssl_context())
+        assert refused.value.code == 401, headers
+        assert json.load(refused.value)["status"] == 401
+
+
+def test_testbed_status_and_env_say_that_tokens_are_required(
+    token_testbed: Testbed, settings: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from django.core.management import call_command
+
+    settings.TESTBED_DIR = token_testbed.config.directory
+    settings.TESTBED_BASE_PORT = token_testbed.config.base_port
+    settings.TESTBED_TOKENS = "required"
+    call_command("testbed", "status")
+    assert f"tokens: required (WLCG JWTs of the issuer {token_testbed.issuer_url}, up;" in capsys.readouterr().out
+    call_command("testbed", "env")
+    exported = capsys.readouterr().out
+    assert "export TOKEN_SOURCE=client-credentials\n" in exported
+    assert f"export TOKEN_ISSUER={token_testbed.issuer_url}\n" in exported
+    assert "BEARER_TOKEN=" not in exported
