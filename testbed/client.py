@@ -39,7 +39,6 @@ class TestbedProbeContext(ProbeContext):
     PROBES_TESTBED is on): its CA and bearer token, and its XCache, which it can empty."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.testbed = Testbed(TestbedConfig.from_settings())
         if self.testbed.tokens_required:
             self.token_source = testbed_token_source(self.testbed)

@@ -43,10 +43,18 @@ class ProbeContext:
     settings.PROBE_CONTEXT; this one is plain gfal2 with the host's grid credentials (X509_*), unless the settings
     give it a token source (runs.credentials)."""
 
-    token_source: TokenSource
+    _token_source: TokenSource | None = None
 
-    def __init__(self) -> None:
-        self.token_source = HostCredentials(dict(os.environ))
+    @property
+    def token_source(self) -> TokenSource:
+        """Where this context's tokens come from: the host's credentials unless a deployment gives another."""
+        if self._token_source is None:
+            self._token_source = HostCredentials(dict(os.environ))
+        return self._token_source
+
+    @token_source.setter
+    def token_source(self, source: TokenSource) -> None:
+        self._token_source = source
 
     def gfal2_context(self, grants: Sequence[tuple[str, str]] = ()) -> Any:
         """A new gfal2 context for one probe or copy. `grants`: (url, access) pairs ("read", "write", "overwrite",

@@ -5,6 +5,8 @@ token). An issuer that refuses the client fails the run before its first copy, w
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,37 @@ def test_a_run_through_the_api_copies_every_file_with_tokens_and_says_so(
             cursor.execute(f"SELECT row_to_json(t)::text FROM {table} t")
             kept = " ".join(row[0] for row in cursor.fetchall())
             assert "eyJ" not in kept, table
+
+
+def test_a_recall_through_tape_rest_started_through_the_api_stages_with_a_stage_token(
+    token_registry: Testbed, token_worker: Path, coordinator: Any
+) -> None:
+    bed = token_registry
+    directory = f"token-recall-{uuid.uuid4().hex[:8]}"
+    for index in range(3):
+        bed.tape_put(f"{directory}/file-{index}", os.urandom(300_000))
+    urls = [bed.url("tape.rest", f"{directory}/file-{index}") for index in range(3)]
+    client = APIClient()
+    client.force_authenticate(coordinator)
+    parameters = {"urls": urls, "poll_interval": 0.5, "timeout": 60}
+    response = client.post("/api/v1/runs/", {"kind": "staging", "parameters": parameters}, format="json")
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    wait_for_run_end(run, 90)
+    body = run_as_the_api_says(coordinator, run)
+    assert body["state"] == "finished", body["message"]
+    assert (body["credential"], body["credential_scopes"]) == (
+        "token",
+        [
+            {
+                "audience": audience_of(urls[0]),
+                "scopes": [f"storage.read:/data/{directory}", f"storage.stage:/data/{directory}"],
+            }
+        ],
+    )
+    run.refresh_from_db()
+    assert run.summary["staged"] == 3
+    assert run.summary["files_from_tape"] == 3
 
 
 def test_an_issuer_that_refuses_the_client_fails_the_run_before_its_first_copy(
