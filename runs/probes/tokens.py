@@ -103,7 +103,7 @@ def scope_path(url: str) -> str:
 def grant_prefix(url: str, *, directory: bool = False) -> str:
     """The URL prefix a grant covers: the file's directory (or the directory itself), without a trailing slash."""
     parts = urlsplit(url)
-    path = urlsplit(url).path.rstrip("/")
+    path = parts.path.rstrip("/")
     if not directory:
         path = path.rsplit("/", 1)[0]
     return f"{parts.scheme}://{parts.netloc}{path}"
@@ -114,7 +114,7 @@ def token_request(url: str, access: str, *, directory: bool = False) -> TokenReq
     the file's directory (on url itself with directory=True), the door as audience."""
     if access not in ACCESS_SCOPES:
         raise ValueError(f"access must be one of {', '.join(ACCESS_SCOPES)}, not {access!r}")
-    path = scope_path(grant_prefix(url, directory=directory) or url)
+    path = scope_path(grant_prefix(url, directory=directory))
     return TokenRequest(audience_of(url), tuple(f"{scope}:{path}" for scope in ACCESS_SCOPES[access]))
 
 

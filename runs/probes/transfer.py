@@ -142,12 +142,7 @@ def transfer_file(
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = _copy_parameters(ctx, source_url, destination_url, mode=mode, streams=streams, timeout=timeout)
     params.overwrite = overwrite
-    # XrdCl drops a URL's authz CGI from its checksum queries: with root:// tokens the portal compares them itself.
-    checked_here = bool(
-        checksum and checksum.lower() != "none" and not _checksums_in_copy(ctx, source_url, destination_url)
-    )
-    if checksum and checksum.lower() != "none" and not checked_here:
-        params.set_checksum(gfal2.checksum_mode.both, checksum, expected_checksum)
+    checked_here = _checksum_set(ctx, params, (source_url, destination_url), checksum, expected_checksum)
     link = (urlsplit(source_url).netloc, urlsplit(destination_url).netloc)
     peer = peers.begin(link) if peers is not None else None
     guard = StallGuard(
@@ -179,19 +174,31 @@ def transfer_file(
         peers.end(peer)
     size, agreed = _after_copy(ctx, guard, source_url, destination_url, checksum=checksum, details=details)
     mode_done = _mode_done(watch.copy_type, source_url, destination_url)
-    if checked_here and (
-        problem := _checksums_differ(ctx, guard, source_url, agreed, checksum=checksum, expected=expected_checksum)
-    ):
-        details.update(cause=CHECKSUM, checksum_by="portal")
-        error = f"{CHECKSUM}: {problem}"
-        return FileOutcome(
-            source_url, destination_url, 0, start, end, False, error=error, mode=mode_done, details=details
-        )
+    outcome = FileOutcome(source_url, destination_url, size, start, end, True, "", mode_done, agreed, details)
     if checked_here:
-        details["checksum_by"] = "portal"
-    return FileOutcome(
-        source_url, destination_url, size, start, end, True, mode=mode_done, checksum=agreed, details=details
-    )
+        _checksums_compared(ctx, guard, outcome, checksum=checksum, expected=expected_checksum)
+    return outcome
+
+
+def _checksum_set(ctx: Any, params: Any, urls: tuple[str, str], checksum: str, expected_checksum: str) -> bool:
+    """Have gfal2 compare the checksums within the copy; True when the portal must compare them after it instead:
+    XrdCl drops a URL's authz CGI from its checksum queries, so with root:// tokens they would be refused."""
+    if not checksum or checksum.lower() == "none":
+        return False
+    if not _checksums_in_copy(ctx, *urls):
+        return True
+    params.set_checksum(gfal2.checksum_mode.both, checksum, expected_checksum)
+    return False
+
+
+def _checksums_compared(ctx: Any, guard: StallGuard, outcome: FileOutcome, *, checksum: str, expected: str) -> None:
+    """The portal's own comparison of a copy's checksums (details say checksum_by "portal"): a difference, or a
+    checksum that cannot be read, fails the outcome as a checksum mismatch."""
+    outcome.details["checksum_by"] = "portal"
+    problem = _checksums_differ(ctx, guard, outcome.source_url, outcome.checksum, checksum=checksum, expected=expected)
+    if problem:
+        outcome.ok, outcome.bytes, outcome.error = False, 0, f"{CHECKSUM}: {problem}"
+        outcome.details["cause"] = CHECKSUM
 
 
 def _checksums_in_copy(ctx: Any, source_url: str, destination_url: str) -> bool:
