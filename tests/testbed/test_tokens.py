@@ -19,6 +19,7 @@ import pytest
 from runs.probes.cache import cache_study
 from runs.probes.cleanup import copies_delete
 from runs.probes.context import gfal2_context_new
+from runs.probes.io import io_probe
 from runs.probes.staging import stage_files
 from runs.probes.testfiles import test_file
 from runs.probes.tokens import (
@@ -190,7 +191,7 @@ def test_a_recall_through_tape_rest_needs_storage_stage(token_testbed: Testbed) 
     token_testbed.tape_put(path, os.urandom(200_000))
     url = token_testbed.url("tape.rest", path)
     refused = stage_files(contexts(token_testbed, [(url, "read")]), [url], timeout=10, poll_interval=0.5)
-    assert not refused.files[0].ok
+    assert "the storage refused the token: it lacks storage.create:/data/io-probe" in refused.files[0].error
     assert "it lacks storage.stage:" in refused.files[0].error
     recalled = stage_files(contexts(token_testbed, [(url, "stage")]), [url], timeout=60, poll_interval=0.5)
     assert recalled.files[0].ok, recalled.files[0].error
@@ -213,6 +214,19 @@ def test_the_cache_probe_reads_through_xcache_with_a_token(token_testbed: Testbe
     without = gfal2_context_new()
     with pytest.raises(gfal2.GError):
         without.stat(through)
+
+
+@pytest.mark.parametrize("door", ["t1a.https", "t1a.root"])
+def test_the_io_probe_writes_reads_and_deletes_with_its_token(token_testbed: Testbed, door: str) -> None:
+    endpoint = token_testbed.url(door)
+    result = io_probe(contexts(token_testbed, [(f"{endpoint}/io-probe/", "overwrite")]), endpoint, 300_000)
+    assert [(outcome.mode, outcome.ok, outcome.error) for outcome in result.files] == [
+        ("write", True, ""),
+        ("read", True, ""),
+    ]
+    assert not list((token_testbed.site_dir("t1a") / "data" / "data" / "io-probe").iterdir())  # deleted after
+    refused = io_probe(contexts(token_testbed, [(f"{endpoint}/io-probe/", "read")]), endpoint, 1000)
+    assert "the storage refused the token: it lacks storage.create:/data/io-probe" in refused.files[0].error
 
 
 # --- the token source ---------------------------------------------------------------------------------------------
