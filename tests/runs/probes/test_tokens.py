@@ -125,3 +125,18 @@ def test_the_settings_choose_one_token_source(settings: Any, overrides: dict[str
     assert (source.name if source is not None else None) == kind
     if isinstance(source, ClientCredentials):
         assert source.issuer == "https://iam.example"
+
+
+def test_a_workers_own_log_handlers_redact_tokens_too() -> None:
+    from portal.celery import tokens_redacted_in_logs
+
+    logger = logging.getLogger("celery-worker-like")
+    handler = logging.StreamHandler()
+    logger.addHandler(handler)
+    try:
+        tokens_redacted_in_logs(logger=logger)
+        record = logging.LogRecord("x", logging.INFO, "", 0, "stat root://h//f?authz=Bearer%20eyJa.b.c", None, None)
+        assert handler.filter(record)
+        assert record.getMessage() == "stat root://h//f?authz=<token>"
+    finally:
+        logger.removeHandler(handler)
