@@ -328,6 +328,25 @@ PROBE_CONTEXT = env.str(
     default="testbed.client.TestbedProbeContext" if PROBES_TESTBED else "runs.probes.context.ProbeContext",
 )
 
+# Where workers get their storage credentials (runs/credentials.py, docs/operator/tokens.md): "" (the host's own:
+# X.509 as gfal2 finds it, or the testbed's issuer when TESTBED_TOKENS=required), "x509", "client-credentials" (the
+# OAuth2 grant against TOKEN_ISSUER) or "file" (BEARER_TOKEN_FILE, kept fresh by oidc-agent or htgettoken).
+TOKEN_SOURCE = env.str("TOKEN_SOURCE", default="")
+TOKEN_ISSUER = env.str("TOKEN_ISSUER", default="")
+TOKEN_ENDPOINT = env.str("TOKEN_ENDPOINT", default="")
+TOKEN_CLIENT_ID = env.str("TOKEN_CLIENT_ID", default="")
+TOKEN_CLIENT_SECRET = env.str("TOKEN_CLIENT_SECRET", default="")
+TOKEN_CA_DIR = env.str("TOKEN_CA_DIR", default="")
+BEARER_TOKEN_FILE = env.str("BEARER_TOKEN_FILE", default="")
+if TOKEN_SOURCE not in ("", "x509", "client-credentials", "file"):
+    raise environ.ImproperlyConfigured(
+        f'TOKEN_SOURCE must be empty, "x509", "client-credentials" or "file", not {TOKEN_SOURCE!r}'
+    )
+if TOKEN_SOURCE == "client-credentials" and not (TOKEN_ISSUER and TOKEN_CLIENT_ID and TOKEN_CLIENT_SECRET):
+    raise environ.ImproperlyConfigured("TOKEN_SOURCE=client-credentials needs TOKEN_ISSUER, TOKEN_CLIENT_ID, _SECRET")
+if TOKEN_SOURCE == "file" and not BEARER_TOKEN_FILE:
+    raise environ.ImproperlyConfigured("TOKEN_SOURCE=file needs BEARER_TOKEN_FILE")
+
 # The local testbed (testbed/): where its state lives, the first port it tries, and the tape emulation.
 TESTBED_DIR = env.path("TESTBED_DIR", default=str(VAR_DIR / "testbed"))
 TESTBED_BASE_PORT = env.int("TESTBED_BASE_PORT", default=21000)
@@ -344,6 +363,11 @@ TESTBED_TAPE_BUFFER_BYTES = env.int("TESTBED_TAPE_BUFFER_BYTES", default=0)
 TESTBED_TAPE_MAX_REQUEST_FILES = env.int("TESTBED_TAPE_MAX_REQUEST_FILES", default=10000)
 # Migrated files fill tapes of this many bytes in turn (0: a file's tape is its directory).
 TESTBED_TAPE_CAPACITY = env.int("TESTBED_TAPE_CAPACITY", default=2_000_000_000)
+# "required": the testbed's XRootD doors and Tape REST API check WLCG tokens signed by its own issuer (and its probe
+# context asks that issuer for them); "off" (default): any bearer value works.
+TESTBED_TOKENS = env.str("TESTBED_TOKENS", default="off")
+if TESTBED_TOKENS not in ("off", "required"):
+    raise environ.ImproperlyConfigured(f'TESTBED_TOKENS must be "off" or "required", not {TESTBED_TOKENS!r}')
 
 # The demo account made by `manage.py load_demo`; its password is generated once into DEMO_PASSWORD_FILE.
 DEMO_USERNAME = env.str("DEMO_USERNAME", default="demo")
@@ -353,7 +377,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # No token reaches a log: gfal2's Davix headers (Authorization) and root:// URLs (authz) are redacted.
+    "filters": {"tokens": {"()": "runs.probes.tokens.TokenRedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["tokens"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # gfal2 logs every Davix request and response header at INFO (thousands of lines an hour in a worker): quiet
     # unless asked (GFAL2_LOG_LEVEL=INFO or DEBUG to see them).

@@ -165,14 +165,22 @@ def run_prepare(
     *,
     ensure_test_file: Callable[[str, int], str],
     free_space: Callable[[str], int | None] = lambda url: None,
+    credential: Callable[[Run], Any] | None = None,
 ) -> None:
-    """Start a transfer run: check that it fits on its destinations, make sure its test file exists (once per
-    endpoint and size), then send the first C tasks. A run that cannot fit, or whose test file cannot be made,
-    fails with the numbers or gfal2's message, writing nothing."""
+    """Start a transfer run: obtain its credentials (`credential`: its tokens, where the deployment uses them),
+    check that it fits on its destinations, make sure its test file exists (once per endpoint and size), then send
+    the first C tasks. A run without its tokens (the issuer's answer), that cannot fit, or whose test file cannot be
+    made, fails with the reason, writing nothing."""
     run = Run.objects.get(pk=run_id)
     if run.state != RunState.QUEUED:
         return
-    error = run_space_problem(run, free_space=free_space)
+    error = ""
+    if credential is not None:
+        try:
+            credential(run)
+        except Exception as exc:  # runs.probes.tokens.TokenError: the issuer unreachable or refusing the client
+            error = f"no token for the run's storage: {exc}"
+    error = error or run_space_problem(run, free_space=free_space)
     size = int(run.parameters.get("file_size") or 0)
     if not error and run.parameters.get("source") and size:
         try:

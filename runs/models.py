@@ -48,6 +48,16 @@ class Run(models.Model):
         help_text="the directory its copies go to under portal-runs/ (run-ID-RANDOM: no other database, nor this "
         "one restored from a backup, can make the same name)",
     )
+    credential = models.CharField(
+        max_length=8,
+        blank=True,
+        help_text="what its workers presented to storage: token, x509 or none (empty until it starts)",
+    )
+    credential_detail = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the credential's source and, for tokens, the audience and scopes asked per grant (never a token)",
+    )
 
     # A DDM service reads its experiment's activities' runs (ad hoc runs are no experiment's plan).
     objects = ActivityExperimentQuerySet.as_manager()

@@ -13,6 +13,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -25,6 +26,15 @@ from common.locks import advisory_lock
 
 from . import clock, engine, reaper
 from .copies import run_copies_deleted, run_copies_to_delete
+from .credentials import (
+    Grants,
+    copy_grants,
+    delete_grants,
+    run_credential_check,
+    run_grants,
+    test_file_grants,
+    token_source_from_settings,
+)
 from .dispatch import COPIES_DELETE_TASK, PREPARE_TASK, TRANSFER_TASK
 from .models import Run
 from .parameters import TRANSFER_KINDS, stall_timeout
@@ -38,14 +48,19 @@ logger = logging.getLogger(__name__)
 
 def probe_context() -> ProbeContext:
     """The deployment's probe context (settings.PROBE_CONTEXT, a dotted path to a ProbeContext class), made anew
-    each time so that it follows the settings."""
+    each time so that it follows the settings, with the token source settings.TOKEN_SOURCE names (its tokens are
+    cached by the process, not by the context)."""
     context_class = import_string(settings.PROBE_CONTEXT)
-    return context_class()
+    context: ProbeContext = context_class()
+    if (source := token_source_from_settings()) is not None:
+        context.token_source = source
+    return context
 
 
-def gfal2_context() -> Any:
-    """A fresh gfal2 context as the probe context makes it (cheap: about 1 ms)."""
-    return probe_context().gfal2_context()
+def gfal2_context(grants: Grants | None = None) -> Any:
+    """A fresh gfal2 context as the probe context makes it (cheap: about 1 ms), each URL of `grants` with its own
+    token when the deployment uses tokens."""
+    return probe_context().gfal2_context(grants or [])
 
 
 def _worker_name(task: Any) -> str:
@@ -67,9 +82,15 @@ def run_prepare(self: Any, run_id: int) -> None:
         def ensure_test_file(base: str, size: int) -> str:
             # One maker of a test file at a time, on every worker: the others wait, then find it made.
             with advisory_lock(f"testfile {base} {size}"):
-                return test_file(gfal2_context(), base, size, checksum=checksum)
+                return test_file(gfal2_context(test_file_grants(base)), base, size, checksum=checksum)
 
-        engine.run_prepare(run_id, ensure_test_file=ensure_test_file, free_space=probe_context().free_space)
+        context = probe_context()
+        engine.run_prepare(
+            run_id,
+            ensure_test_file=ensure_test_file,
+            free_space=context.free_space,
+            credential=functools.partial(run_credential_check, context=context),
+        )
     else:
         run_probe(run_id)
 
@@ -87,8 +108,14 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
         logger.info("file %s try %s: stale message, dropped", file_id, attempt)
         return
     parameters = file.run.parameters
-    ctx = gfal2_context()
     cancelled = threading.Event()
+    try:
+        ctx = gfal2_context(copy_grants(file.source_url, file.destination_url))
+    except Exception as exc:  # no token (the issuer went away mid-run): the file fails with the issuer's answer
+        now = utcnow()
+        outcome = FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, str(exc))
+        engine.file_finish(file_id, attempt, self.request.id, outcome)
+        return
     watcher.add(file.pk, file.run_id, ctx, cancelled, hung_after=reaper.copy_deadline_seconds(parameters))
     try:
         try:
@@ -122,17 +149,44 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     )
 
 
-# What a probe gives back: the files it copied or read (they become records), its summary, and an error or "".
+def run_probe(run_id: int) -> None:
+    """Run a staging, network, cache or io probe as one task; its files become records, its summary the run's.
+    Its tokens (where the deployment uses them) are obtained first: an issuer that cannot give them fails it."""
+    run = run_probe_begin(run_id)
+    if run is None:
+        return
+    outcomes: list[FileOutcome] = []
+    summary: dict[str, Any] = {}
+    error = ""
+    cancelled = threading.Event()  # set by the watcher when the run ends (cancelled, reaped) under the probe
+    watcher.add_probe(run_id, cancelled)
+    try:
+        context = probe_context()
+        run_credential_check(run, context)
+        probe = PROBES.get(run.kind)
+        if probe is None:
+            error = f"no probe for runs of kind {run.kind}"
+        else:
+            outcomes, summary, error = probe(run, context, cancelled)
+    except Exception as exc:  # the probe's own failure ends the run with its reason
+        logger.exception("run %s", run_id)
+        error = f"{run.kind} probe failed: {getattr(exc, 'message', '') or exc}"
+    finally:
+        watcher.remove_probe(run_id)
+    run_probe_store(run_id, outcomes, summary, error)
+
+
 ProbeResult = tuple[list[FileOutcome], dict[str, Any], str]
 
 
-def _staging_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+def _staging_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
     from .probes.staging import stage_files
 
+    parameters = run.parameters
     urls = list(parameters["urls"])
-    mounts_before = probe_context().tape_mounts(urls[0])
+    mounts_before = context.tape_mounts(urls[0])
     staging = stage_files(
-        gfal2_context(),
+        context.gfal2_context(run_grants(run)),
         urls,
         bulk_size=parameters["bulk_size"],
         pin_time=parameters["pin_time"],
@@ -140,16 +194,17 @@ def _staging_probe(parameters: dict[str, Any], cancelled: threading.Event) -> Pr
         poll_interval=parameters["poll_interval"],
         cancel=cancelled,
     )
-    mounts_after = probe_context().tape_mounts(urls[0])
+    mounts_after = context.tape_mounts(urls[0])
     summary = staging.to_dict()
     # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
     summary["mounts"] = mounts_after - mounts_before if mounts_before is not None and mounts_after is not None else None
     return list(staging.files), summary, ""
 
 
-def _network_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+def _network_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
     from .probes.network import network_probe
 
+    parameters = run.parameters
     network = network_probe(
         parameters["host"],
         parameters["port"],
@@ -162,54 +217,38 @@ def _network_probe(parameters: dict[str, Any], cancelled: threading.Event) -> Pr
     return [], network.to_dict(), error
 
 
-def _cache_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+def _cache_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
     from .probes.cache import cache_study
 
-    cache_url = parameters["cache_url"]
+    cache_url = run.parameters["cache_url"]
     cache_result = cache_study(
-        gfal2_context(),
-        list(parameters["origin_urls"]),
+        context.gfal2_context(run_grants(run)),
+        list(run.parameters["origin_urls"]),
         cache_url_of=_cache_url_of(cache_url),
-        flush=functools.partial(probe_context().cache_flush, cache_url),
+        flush=functools.partial(context.cache_flush, cache_url),
     )
     return list(cache_result.files), cache_result.to_dict(), ""
 
 
-def _io_probe(parameters: dict[str, Any], cancelled: threading.Event) -> ProbeResult:
+def _io_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
     from .probes.io import io_probe
 
+    parameters = run.parameters
     io_result = io_probe(
-        gfal2_context(), parameters["endpoint"], parameters["file_size"], timeout=parameters["timeout"]
+        context.gfal2_context(run_grants(run)),
+        parameters["endpoint"],
+        parameters["file_size"],
+        timeout=parameters["timeout"],
     )
     return list(io_result.files), io_result.to_dict(), ""
 
 
-# The probe of each kind of run that is one task (transfer runs go file by file through the engine instead).
-PROBES = {
+PROBES: dict[str, Callable[[Run, ProbeContext, threading.Event], ProbeResult]] = {
     ActivityKind.STAGING: _staging_probe,
     ActivityKind.NETWORK: _network_probe,
     ActivityKind.CACHE: _cache_probe,
     ActivityKind.IO: _io_probe,
 }
-
-
-def run_probe(run_id: int) -> None:
-    """Run a staging, network, cache or io probe as one task; its files become records, its summary the run's."""
-    run = run_probe_begin(run_id)
-    if run is None:
-        return
-    result: ProbeResult = ([], {}, f"no probe for runs of kind {run.kind}")
-    cancelled = threading.Event()  # set by the watcher when the run ends (cancelled, reaped) under the probe
-    watcher.add_probe(run_id, cancelled)
-    try:
-        if (probe := PROBES.get(run.kind)) is not None:
-            result = probe(run.parameters, cancelled)
-    except Exception as exc:  # the probe's own failure ends the run with its reason
-        logger.exception("run %s", run_id)
-        result = ([], {}, f"{run.kind} probe failed: {getattr(exc, 'message', '') or exc}")
-    finally:
-        watcher.remove_probe(run_id)
-    run_probe_store(run_id, *result)
 
 
 @shared_task(name=COPIES_DELETE_TASK, ignore_result=True, acks_late=True)
@@ -218,7 +257,12 @@ def run_copies_delete(run_id: int) -> None:
     from .probes.cleanup import copies_delete
 
     wanted = run_copies_to_delete(run_id)
-    result = copies_delete(gfal2_context(), wanted.urls, wanted.directories)
+    try:
+        ctx = gfal2_context(delete_grants(wanted.urls, wanted.directories))
+    except Exception as exc:  # no token to delete with: the copies stay, and the run says why
+        run_copies_deleted(run_id, deleted=0, errors=[f"no credential to delete with: {exc}"])
+        return
+    result = copies_delete(ctx, wanted.urls, wanted.directories)
     run_copies_deleted(run_id, deleted=result.deleted, errors=result.errors)
 
 

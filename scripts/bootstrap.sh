@@ -12,7 +12,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev
   gfal2 gfal2-plugin-file gfal2-plugin-http gfal2-plugin-xrootd gfal2-plugin-mock python3-gfal2
   gfal2-util-scripts python3-gfal2-util
-  xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client xrootd-client-plugins
+  xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client xrootd-client-plugins xrootd-scitokens-plugins
   nginx libnginx-mod-http-dav-ext iperf3 iputils-tracepath openssl
   postgresql redis-server chromium fonts-liberation
   rabbitmq-server

@@ -1,12 +1,15 @@
-"""gfal2 set up to talk to the testbed: its CA, and a bearer token for HTTP third-party copy."""
+"""gfal2 set up to talk to the testbed: its CA, and a bearer token for HTTP third-party copy (any value when the
+testbed checks none; with TESTBED_TOKENS=required, real tokens from the testbed's issuer, per URL)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from typing import Any
 
 from runs.probes.context import ProbeContext, gfal2_context_new
+from runs.probes.tokens import ClientCredentials, client_credentials
 
 from .grid import Testbed, TestbedConfig
 
@@ -25,14 +28,25 @@ def gfal2_context(testbed: Testbed) -> Any:
     return context
 
 
+def testbed_token_source(testbed: Testbed) -> ClientCredentials:
+    """The client-credentials grant against the testbed's own issuer (its one client), shared by the process."""
+    client_id, secret = testbed.client_credentials()
+    return client_credentials(testbed.issuer_url, client_id, secret, ca_dir=str(testbed.pki.cert_dir))
+
+
 class TestbedProbeContext(ProbeContext):
     """The probe context of workers that test against the local testbed (settings.PROBE_CONTEXT names it when
     PROBES_TESTBED is on): its CA and bearer token, and its XCache, which it can empty."""
 
     def __init__(self) -> None:
         self.testbed = Testbed(TestbedConfig.from_settings())
+        if self.testbed.tokens_required:
+            self.token_source = testbed_token_source(self.testbed)
 
-    def gfal2_context(self) -> Any:
+    def gfal2_context(self, grants: Sequence[tuple[str, str]] = ()) -> Any:
+        if self.token_source.kind == "token":
+            os.environ.update({"X509_CERT_DIR": str(self.testbed.pki.cert_dir)})
+            return self.with_tokens(gfal2_context_new(), grants)
         return gfal2_context(self.testbed)
 
     def free_space(self, url: str) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from django.conf import settings
 
 from common import processes
+from testbed.certs import ensure_pki
 from testbed.client import gfal2_context
 from testbed.grid import Testbed, TestbedConfig
 from tests.workers import worker_argv, worker_database_url
@@ -22,6 +24,36 @@ def testbed() -> Iterator[Testbed]:
     """The running testbed; what the session had to start is stopped after it."""
     bed = Testbed(TestbedConfig.from_settings())
     started = bed.up()
+    yield bed
+    if started:
+        bed.down(only=started)
+
+
+# The testbed that requires tokens runs beside the ordinary one: its own directory and ports (this far above
+# TESTBED_BASE_PORT; the ordinary one takes 17 ports from it), the same CA (one X509_CERT_DIR for every gfal2 context
+# of the session).
+TOKEN_TESTBED_PORT_OFFSET = 50
+
+
+def token_testbed_config() -> TestbedConfig:
+    config = TestbedConfig.from_settings()
+    config.directory = config.directory.with_name(config.directory.name + "-tokens")
+    config.base_port += TOKEN_TESTBED_PORT_OFFSET
+    config.tokens = "required"
+    return config
+
+
+@pytest.fixture(scope="session")
+def token_testbed() -> Iterator[Testbed]:
+    """A second testbed that requires WLCG tokens of its own issuer, started only when a test asks for it (and
+    stopped after the session when it started it)."""
+    ordinary = Testbed(TestbedConfig.from_settings())
+    ensure_pki(ordinary.pki.root)
+    bed = Testbed(token_testbed_config())
+    if not bed.pki.host_cert.exists():
+        shutil.copytree(ordinary.pki.root, bed.pki.root, dirs_exist_ok=True)
+    started = bed.up()
+    os.environ["X509_CERT_DIR"] = str(bed.pki.cert_dir)
     yield bed
     if started:
         bed.down(only=started)

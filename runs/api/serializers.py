@@ -68,8 +68,29 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "copies",
             "copies_message",
             "directory",
+            "credential",
+            "credential_scopes",
         ]
         read_only_fields = fields
+
+    credential_scopes = serializers.SerializerMethodField(
+        help_text="for a run with tokens: the audience and scopes asked per storage (never the token)"
+    )
+
+    @extend_schema_field(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "audience": {"type": "string"},
+                    "scopes": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        }
+    )
+    def get_credential_scopes(self, run: Run) -> list[dict[str, Any]]:
+        return list((run.credential_detail or {}).get("requests", []))
 
     def get_challenge(self, run: Run) -> str | None:
         return run.activity.challenge.slug if run.activity else None

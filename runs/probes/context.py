@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Sequence
 from typing import Any
 
 import gfal2
+
+from .tokens import HostCredentials, TokenContext, TokenSource, grants_requests
 
 # XRootD's client retries a connection XRD_CONNECTIONRETRY times (default 5), XRD_CONNECTIONWINDOW seconds apart
 # (default 120): a run whose root:// endpoint refused connections retried for minutes before it said why (measured
@@ -37,11 +40,45 @@ def gfal2_context_new() -> Any:
 class ProbeContext:
     """What a worker's probes need from the place they run: gfal2 contexts with that place's credentials and
     options, and the hooks only some deployments have (emptying a cache). A deployment names its class in
-    settings.PROBE_CONTEXT; this one is plain gfal2 with the host's grid credentials (X509_*, tokens)."""
+    settings.PROBE_CONTEXT; this one is plain gfal2 with the host's grid credentials (X509_*), unless the settings
+    give it a token source (runs.credentials)."""
 
-    def gfal2_context(self) -> Any:
-        """A new gfal2 context for one probe or copy."""
-        return gfal2_context_new()
+    _token_source: TokenSource | None = None
+
+    @property
+    def token_source(self) -> TokenSource:
+        """Where this context's tokens come from: the host's credentials unless a deployment gives another."""
+        if self._token_source is None:
+            self._token_source = HostCredentials(dict(os.environ))
+        return self._token_source
+
+    @token_source.setter
+    def token_source(self, source: TokenSource) -> None:
+        self._token_source = source
+
+    def gfal2_context(self, grants: Sequence[tuple[str, str]] = ()) -> Any:
+        """A new gfal2 context for one probe or copy. `grants`: (url, access) pairs ("read", "write", "overwrite",
+        "delete", "stage"; a URL ending in "/" is a directory) for which a token source gives each URL its own token
+        (raises runs.probes.tokens.TokenError when it cannot)."""
+        return self.with_tokens(gfal2_context_new(), grants)
+
+    def with_tokens(self, ctx: Any, grants: Sequence[tuple[str, str]]) -> Any:
+        """ctx, wrapped so that each URL of `grants` carries its token, when the token source gives tokens."""
+        if self.token_source.kind != "token" or not grants:
+            return ctx
+        return TokenContext(ctx, self.token_source, grants)
+
+    def credential(self, grants: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        """What a run uses, for its page (never a token): the kind ("token", "x509", "none"), the source, and for
+        tokens the audience and scopes asked for each grant, each obtained now so that an issuer that cannot be
+        reached or refuses the client fails the run before its first copy (TokenError, with the issuer's answer)."""
+        described = self.token_source.describe()
+        if self.token_source.kind != "token":
+            return described
+        requests = [request for _, _, request in grants_requests(grants)]
+        for request in requests:
+            self.token_source.token(request)
+        return {**described, "requests": [request.to_dict() for request in requests]}
 
     def cache_flush(self, cache_url: str) -> None:
         """Empty the cache at cache_url before a cache study's cache-empty reads."""

@@ -28,6 +28,7 @@ import ssl
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -120,19 +121,22 @@ class StagingResult:
 class TapeRestObserver:
     """Reads stage requests of WLCG Tape REST endpoints (GET <uri>stage/<id>) to see when each recall started.
 
-    Uses the CA directory of X509_CERT_DIR (as gfal2 does) and the bearer token of BEARER_TOKEN when set (WLCG
-    token discovery). Observation is best effort: whatever fails here leaves the timing to gfal2's polling.
+    Uses the CA directory of X509_CERT_DIR (as gfal2 does) and the file's own token when the context gives one
+    (`bearer_for`: the staged file's storage.stage token), else BEARER_TOKEN when set (WLCG token discovery).
+    Observation is best effort: whatever fails here leaves the timing to gfal2's polling.
     """
 
-    def __init__(self, timeout: float = 10.0) -> None:
+    def __init__(self, timeout: float = 10.0, bearer_for: Callable[[str], str | None] | None = None) -> None:
         self.timeout = timeout
+        self.bearer_for = bearer_for
         self._api: dict[str, str | None] = {}
         cert_dir = os.environ.get("X509_CERT_DIR")
         self._ssl = ssl.create_default_context(capath=cert_dir) if cert_dir else ssl.create_default_context()
 
-    def _get(self, url: str) -> Any:
+    def _get(self, url: str, file_url: str = "") -> Any:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        if token := os.environ.get("BEARER_TOKEN"):
+        token = self.bearer_for(file_url) if self.bearer_for is not None and file_url else None
+        if token := token or os.environ.get("BEARER_TOKEN"):
             request.add_header("Authorization", f"Bearer {token}")
         with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl) as response:
             return json.load(response)
@@ -160,7 +164,7 @@ class TapeRestObserver:
         if api is None:
             return None
         try:
-            document = self._get(f"{api}stage/{request_id}")
+            document = self._get(f"{api}stage/{request_id}", url)
             return {str(entry["path"]): entry for entry in document.get("files", [])}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -238,13 +242,38 @@ def stage_files(
     localities = [locality_of(ctx, url) for url in urls]
     started = utcnow()
     result = StagingResult(start=started)
-    observer = TapeRestObserver()
+    observer = TapeRestObserver(bearer_for=getattr(ctx, "bearer_for", None))
     deadline = time.monotonic() + timeout
     items = [
         _File(url, index, index // bulk_size, started, locality=localities[index]) for index, url in enumerate(urls)
     ]
+    tokens = _request(ctx, items, result, bulk_size=bulk_size, pin_time=pin_time, timeout=timeout)
+    while any(item.outcome is None for item in items):
+        _poll(ctx, items, tokens, observer)
+        if all(item.outcome is not None for item in items):
+            break
+        cancelled = cancel is not None and cancel.is_set()
+        if cancelled or time.monotonic() >= deadline:
+            _give_up(ctx, items, tokens, cancelled=cancelled, timeout=timeout)
+            break
+        pause = min(poll_interval, max(deadline - time.monotonic(), 0.0))
+        if cancel is not None:
+            cancel.wait(pause)
+        else:
+            time.sleep(pause)
+    result.files = [item.outcome for item in items if item.outcome is not None]
+    result.end = max(outcome.end for outcome in result.files)
+    if release:
+        result.released = _release(ctx, items, tokens)
+    return result
+
+
+def _request(
+    ctx: Any, items: list[_File], result: StagingResult, *, bulk_size: int, pin_time: int, timeout: float
+) -> dict[int, str]:
+    """Send the bulk requests; returns each request's gfal2 token by its number. Files refused at once fail."""
     tokens: dict[int, str] = {}
-    for number in range(0, (len(urls) + bulk_size - 1) // bulk_size):
+    for number in range(0, (len(items) + bulk_size - 1) // bulk_size):
         batch = items[number * bulk_size : (number + 1) * bulk_size]
         requested = utcnow()
         for item in batch:
@@ -263,53 +292,44 @@ def stage_files(
         for item, error in zip(batch, errors, strict=True):
             if error is not None and error.code not in PENDING_CODES:
                 _finish(ctx, item, ok=False, end=utcnow(), error=_explained(error.message, len(batch)))
+    return tokens
 
-    while True:
-        pending = [item for item in items if item.outcome is None]
-        if not pending:
-            break
-        for number in sorted({item.request for item in pending}):
-            batch = [item for item in pending if item.request == number]
-            server = observer.files(batch[0].url, tokens[number])
-            try:
-                errors = ctx.bring_online_poll([item.url for item in batch], tokens[number])
-            except gfal2.GError as exc:
-                errors = [exc] * len(batch)
-            now = utcnow()
-            for item, error in zip(batch, errors, strict=True):
-                entry = (server or {}).get(urlsplit(item.url).path.replace("//", "/"), {})
-                if item.started is None:
-                    if (server_start := _server_time(entry.get("startedAt"))) is not None:
-                        item.started, item.started_by = server_start, "server"
-                    elif entry.get("state") in ("STARTED", "COMPLETED"):
-                        item.started, item.started_by = now, "polled"
-                if error is None:
-                    _finish(ctx, item, ok=True, end=now, server_end=_server_time(entry.get("finishedAt")))
-                elif getattr(error, "code", None) not in PENDING_CODES:
-                    _finish(ctx, item, ok=False, end=now, error=_message(error))
-        if all(item.outcome is not None for item in items):
-            break
-        cancelled = cancel is not None and cancel.is_set()
-        if cancelled or time.monotonic() >= deadline:
-            late = [item for item in items if item.outcome is None]
-            for number in sorted({item.request for item in late}):
-                # The timeout (or the cancel) is the outcome; an abort the endpoint refuses changes nothing here.
-                with contextlib.suppress(gfal2.GError):
-                    ctx.abort_bring_online([item.url for item in late if item.request == number], tokens[number])
-            why = "cancelled: the run ended" if cancelled else f"staging timeout: not online after {timeout:g} s"
-            for item in late:
-                _finish(ctx, item, ok=False, end=utcnow(), error=why)
-            break
-        pause = min(poll_interval, max(deadline - time.monotonic(), 0.0))
-        if cancel is not None:
-            cancel.wait(pause)
-        else:
-            time.sleep(pause)
-    result.files = [item.outcome for item in items if item.outcome is not None]
-    result.end = max(outcome.end for outcome in result.files)
-    if release:
-        result.released = _release(ctx, items, tokens)
-    return result
+
+def _poll(ctx: Any, items: list[_File], tokens: dict[int, str], observer: TapeRestObserver) -> None:
+    """One poll of every request with files pending: online files finish, failed ones fail, and a recall's start
+    is taken from the server (Tape REST) when it tells."""
+    pending = [item for item in items if item.outcome is None]
+    for number in sorted({item.request for item in pending}):
+        batch = [item for item in pending if item.request == number]
+        server = observer.files(batch[0].url, tokens[number])
+        try:
+            errors = ctx.bring_online_poll([item.url for item in batch], tokens[number])
+        except gfal2.GError as exc:
+            errors = [exc] * len(batch)
+        now = utcnow()
+        for item, error in zip(batch, errors, strict=True):
+            entry = (server or {}).get(urlsplit(item.url).path.replace("//", "/"), {})
+            if item.started is None:
+                if (server_start := _server_time(entry.get("startedAt"))) is not None:
+                    item.started, item.started_by = server_start, "server"
+                elif entry.get("state") in ("STARTED", "COMPLETED"):
+                    item.started, item.started_by = now, "polled"
+            if error is None:
+                _finish(ctx, item, ok=True, end=now, server_end=_server_time(entry.get("finishedAt")))
+            elif getattr(error, "code", None) not in PENDING_CODES:
+                _finish(ctx, item, ok=False, end=now, error=_message(error))
+
+
+def _give_up(ctx: Any, items: list[_File], tokens: dict[int, str], *, cancelled: bool, timeout: float) -> None:
+    """The timeout (or the cancel) is the outcome of the files still offline; their requests are aborted (an abort
+    the endpoint refuses changes nothing here)."""
+    late = [item for item in items if item.outcome is None]
+    for number in sorted({item.request for item in late}):
+        with contextlib.suppress(gfal2.GError):
+            ctx.abort_bring_online([item.url for item in late if item.request == number], tokens[number])
+    why = "cancelled: the run ended" if cancelled else f"staging timeout: not online after {timeout:g} s"
+    for item in late:
+        _finish(ctx, item, ok=False, end=utcnow(), error=why)
 
 
 def _release(ctx: Any, items: list[_File], tokens: dict[int, str]) -> int:

@@ -24,6 +24,7 @@ import gfal2
 
 from .outcomes import FileOutcome, utcnow
 from .stall import STALLED, Abandoned, CopyPeers, StallGuard
+from .tokens import token_redacted
 
 MODES = ("pull", "push", "streamed", "native")
 HTTP_COPY_MODES = {"pull": "3rd pull", "push": "3rd push", "streamed": "streamed"}
@@ -39,7 +40,7 @@ TIMEOUT = "timed out"
 
 
 def _message(exc: Exception) -> str:
-    return str(getattr(exc, "message", "") or exc)
+    return token_redacted(str(getattr(exc, "message", "") or exc))
 
 
 def _is_http(url: str) -> bool:
@@ -141,8 +142,7 @@ def transfer_file(
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = _copy_parameters(ctx, source_url, destination_url, mode=mode, streams=streams, timeout=timeout)
     params.overwrite = overwrite
-    if checksum and checksum.lower() != "none":
-        params.set_checksum(gfal2.checksum_mode.both, checksum, expected_checksum)
+    checked_here = _checksum_set(ctx, params, (source_url, destination_url), checksum, expected_checksum)
     link = (urlsplit(source_url).netloc, urlsplit(destination_url).netloc)
     peer = peers.begin(link) if peers is not None else None
     guard = StallGuard(
@@ -174,9 +174,56 @@ def transfer_file(
         peers.end(peer)
     size, agreed = _after_copy(ctx, guard, source_url, destination_url, checksum=checksum, details=details)
     mode_done = _mode_done(watch.copy_type, source_url, destination_url)
-    return FileOutcome(
-        source_url, destination_url, size, start, end, True, mode=mode_done, checksum=agreed, details=details
-    )
+    outcome = FileOutcome(source_url, destination_url, size, start, end, True, "", mode_done, agreed, details)
+    if checked_here:
+        _checksums_compared(ctx, guard, outcome, checksum=checksum, expected=expected_checksum)
+    return outcome
+
+
+def _checksum_set(ctx: Any, params: Any, urls: tuple[str, str], checksum: str, expected_checksum: str) -> bool:
+    """Have gfal2 compare the checksums within the copy; True when the portal must compare them after it instead:
+    XrdCl drops a URL's authz CGI from its checksum queries, so with root:// tokens they would be refused."""
+    if not checksum or checksum.lower() == "none":
+        return False
+    if not _checksums_in_copy(ctx, *urls):
+        return True
+    params.set_checksum(gfal2.checksum_mode.both, checksum, expected_checksum)
+    return False
+
+
+def _checksums_compared(ctx: Any, guard: StallGuard, outcome: FileOutcome, *, checksum: str, expected: str) -> None:
+    """The portal's own comparison of a copy's checksums (details say checksum_by "portal"): a difference, or a
+    checksum that cannot be read, fails the outcome as a checksum mismatch."""
+    outcome.details["checksum_by"] = "portal"
+    problem = _checksums_differ(ctx, guard, outcome.source_url, outcome.checksum, checksum=checksum, expected=expected)
+    if problem:
+        outcome.ok, outcome.bytes, outcome.error = False, 0, f"{CHECKSUM}: {problem}"
+        outcome.details["cause"] = CHECKSUM
+
+
+def _checksums_in_copy(ctx: Any, source_url: str, destination_url: str) -> bool:
+    """Whether gfal2 may compare the checksums within the copy (not when the context says the copy's URLs carry
+    tokens XrdCl's checksum query would drop)."""
+    in_copy = getattr(ctx, "checksums_in_copy", None)
+    return True if in_copy is None else bool(in_copy(source_url, destination_url))
+
+
+def _checksums_differ(
+    ctx: Any, guard: StallGuard, source_url: str, agreed: str, *, checksum: str, expected: str
+) -> str:
+    """Why the destination's checksum is not the source's (empty when it is): the portal's own comparison, for
+    copies whose checksums gfal2 could not compare."""
+    try:
+        wanted = expected or str(guard.run(lambda: ctx.checksum(source_url, checksum)))
+    except (gfal2.GError, Abandoned) as exc:
+        return f"the source's {checksum} could not be read: {_message(exc)}"
+    if not agreed:
+        return f"the destination's {checksum} could not be read"
+    try:
+        same = int(wanted, 16) == int(agreed, 16)
+    except ValueError:
+        same = wanted.strip().lower() == agreed.strip().lower()
+    return "" if same else f"source {checksum} {wanted}, destination {agreed}"
 
 
 def _copy_parameters(
@@ -207,7 +254,7 @@ class _CopyWatch:
         return self.copy_types[-1] if self.copy_types else ""
 
     def on_event(self, event: Any) -> None:
-        stage, description = str(event.stage), str(event.description)
+        stage, description = str(event.stage), token_redacted(str(event.description))
         self.events.append(f"{stage} {description}".strip())
         if stage.endswith("TRANSFER:TYPE"):
             self.copy_types.append(description)

@@ -33,6 +33,8 @@ PORT_OFFSETS = {
     "iperf3.t1a": 13,
     "iperf3.t1b": 14,
     "iperf3.webdav": 15,
+    # The token issuer (TESTBED_TOKENS=required only).
+    "issuer": 16,
 }
 # The iperf3 servers: endpoint (port key) -> site key, process name.
 IPERF3_SERVERS = {
@@ -86,6 +88,10 @@ class TestbedConfig:
     # The throttle hands it out in shares of 100 ms (ORIGIN_INTERVAL_MS): a file of N times the rate takes N seconds.
     origin_rate: float = 4e6
     bearer_token: str = "testbed"
+    # "required": the XRootD doors and the Tape REST API check WLCG tokens of the testbed's issuer; "off": any
+    # bearer value works (today's tests, faster).
+    tokens: str = "off"
+    token_lifetime: int = 1200
 
     @classmethod
     def from_settings(cls) -> TestbedConfig:
@@ -103,6 +109,7 @@ class TestbedConfig:
             tape_buffer_bytes=settings.TESTBED_TAPE_BUFFER_BYTES,
             tape_max_request_files=settings.TESTBED_TAPE_MAX_REQUEST_FILES,
             tape_capacity=settings.TESTBED_TAPE_CAPACITY,
+            tokens=settings.TESTBED_TOKENS,
         )
 
 

@@ -41,6 +41,23 @@ class ServersMixin:
     def _log(self, process: str) -> Path:
         raise NotImplementedError
 
+    def token_wrapped(self, argv: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def tokens_required(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def issuer_url(self) -> str:
+        raise NotImplementedError
+
+    def xrootd_token_lines(self, key: str, audiences: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def xrootd_token_env(self, key: str) -> dict[str, str] | None:
+        raise NotImplementedError
+
     # --- PKI for servers that drop privileges ----------------------------------------------------------
 
     def _server_credentials(self, user: str) -> tuple[Path, Path]:
@@ -48,9 +65,14 @@ class ServersMixin:
         target = self.dir / "pki" / f"host-{user}"
         target.mkdir(parents=True, exist_ok=True)
         cert, key = target / "hostcert.pem", target / "hostkey.pem"
-        shutil.copyfile(self.pki.host_cert, cert)
-        shutil.copyfile(self.pki.host_key, key)
-        key.chmod(0o600)
+        # Replaced whole (never truncated in place): a server started just before may be reading them.
+        for source, copy in ((self.pki.host_cert, cert), (self.pki.host_key, key)):
+            if copy.exists() and copy.read_bytes() == source.read_bytes():
+                continue
+            partial = copy.with_suffix(".part")
+            shutil.copyfile(source, partial)
+            partial.chmod(0o600)
+            partial.replace(copy)
         if processes.is_root():
             processes.chown_tree(target, user)
         return cert, key
@@ -67,7 +89,16 @@ class ServersMixin:
         argv = ["xrootd", "-c", str(config), "-l", str(self.dir / "log" / "xrootd.log"), "-n", key]
         if processes.is_root():
             argv += ["-R", XROOTD_USER]  # XRootD refuses to run as root
-        return argv
+        return self.token_wrapped(argv)
+
+    def _xrootd_start(self, key: str, config: Path, output: str) -> None:
+        """Start the XRootD server `key` with its configuration file (its stdout and stderr to log/OUTPUT)."""
+        processes.start(
+            self._xrootd_argv(key, config),
+            pidfile=self._pidfile(key),
+            logfile=self.dir / "log" / output,
+            env=self.xrootd_token_env(key),
+        )
 
     def _xrootd_common(self, key: str, root_port: int, *, tpc: bool = True) -> list[str]:
         base = self.site_dir(key)
@@ -104,16 +135,20 @@ class ServersMixin:
             f"xrd.tls {cert} {key}",
             f"xrd.tlsca certdir {self.pki.cert_dir}",
             "http.exthandler xrdtpc libXrdHttpTPC.so",
+            *self.xrootd_token_lines(site.key, self._audiences(f"{site.key}.root", f"{site.key}.https")),
         ]
         config = base / "xrootd.cfg"
         config.write_text("\n".join(lines) + "\n")
         if processes.is_root():
             processes.chown_tree(base, XROOTD_USER)
-        processes.start(
-            self._xrootd_argv(site.key, config),
-            pidfile=self._pidfile(site.key),
-            logfile=self.dir / "log" / f"{site.key}.out",
-        )
+        self._xrootd_start(site.key, config, f"{site.key}.out")
+
+    def _audiences(self, *port_keys: str) -> list[str]:
+        """The audiences a door accepts: its URL's scheme and address (davs:// as https://), as WLCG tokens name
+        a storage."""
+        ports, host = self.ports(), self.config.host
+        scheme = {"root": "root", "https": "https", "rest": "https"}
+        return [f"{scheme[key.rsplit('.', 1)[1]]}://{host}:{ports[key]}" for key in port_keys]
 
     # --- the tape site ---------------------------------------------------------------------------------
 
@@ -164,6 +199,8 @@ class ServersMixin:
             "--sitename",
             TAPE_SITE,
         ]
+        if self.tokens_required:
+            argv += ["--token-issuer", self.issuer_url, "--token-ca", str(self.pki.cert_dir)]
         processes.start(argv, pidfile=self._pidfile("tape-rest"), logfile=self._log("tape-rest"), cwd=REPO)
 
     def _start_tape_xrootd(self) -> None:
@@ -187,14 +224,13 @@ class ServersMixin:
             f"oss.msscmd {mss}",
             f"ofs.preplib libXrdOfsPrepGPI.so -admit all -maxreq 64 -run {prep}",
             *self._xrootd_common("tape", ports["tape.root"]),
+            *self.xrootd_token_lines("tape", self._audiences("tape.root")),
         ]
         config = base / "xrootd.cfg"
         config.write_text("\n".join(lines) + "\n")
         if processes.is_root():
             processes.chown_tree(base, XROOTD_USER)
-        processes.start(
-            self._xrootd_argv("tape", config), pidfile=self._pidfile("tape"), logfile=self.dir / "log" / "tape.out"
-        )
+        self._xrootd_start("tape", config, "tape.out")
 
     def tape_put(self, path: str, data: bytes) -> Path:
         """Put a file on the emulated tape only (offline until staged), as if the site had migrated it.
@@ -282,16 +318,14 @@ http {{
             *self._xrootd_common("origin", ports["origin.root"]),
             "xrootd.fslib ++ libXrdThrottle.so",
             f"throttle.throttle data {int(self.config.origin_rate)} concurrency 1000 rint {ORIGIN_INTERVAL_MS}",
+            # XCache hands the client's token on to the origin (the authz CGI): the origin takes the cache's audience.
+            *self.xrootd_token_lines("origin", self._audiences("origin.root", "xcache.root")),
         ]
         config = base / "xrootd.cfg"
         config.write_text("\n".join(lines) + "\n")
         if processes.is_root():
             processes.chown_tree(base, XROOTD_USER)
-        processes.start(
-            self._xrootd_argv("origin", config),
-            pidfile=self._pidfile("origin"),
-            logfile=self.dir / "log" / "origin.out",
-        )
+        self._xrootd_start("origin", config, "origin.out")
 
     def origin_put(self, path: str, data: bytes) -> Path:
         """Put a file on the slowed origin directly on its disk (no throttled upload); path is below /data."""
@@ -328,16 +362,13 @@ http {{
             "pfc.blocksize 1M",
             "pfc.prefetch 0",
             "pfc.diskusage 0.90 0.95",
+            *self.xrootd_token_lines("xcache", self._audiences("xcache.root")),
         ]
         config = base / "xrootd.cfg"
         config.write_text("\n".join(lines) + "\n")
         if processes.is_root():
             processes.chown_tree(base, XROOTD_USER)
-        processes.start(
-            self._xrootd_argv("xcache", config),
-            pidfile=self._pidfile("xcache"),
-            logfile=self.dir / "log" / "xcache.out",
-        )
+        self._xrootd_start("xcache", config, "xcache.out")
 
     def cache_url_of(self, origin_url: str) -> str:
         """The URL that reads origin_url (a root:// URL of the origin) through the cache."""

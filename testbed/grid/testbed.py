@@ -35,9 +35,10 @@ from .config import (
     TestbedConfig,
 )
 from .servers import ServersMixin
+from .tokens import TokensMixin
 
 
-class Testbed(ServersMixin):
+class Testbed(TokensMixin, ServersMixin):
     """The testbed's processes and endpoints, kept in `<directory>/state.json` between commands."""
 
     __test__ = False  # not a pytest test class, despite the name
@@ -77,97 +78,40 @@ class Testbed(ServersMixin):
         return {key: chosen[key] for key in PORT_OFFSETS}
 
     def endpoints(self) -> list[Endpoint]:
-        host = self.config.host
-        ports = self.ports()
+        """Every URL of the testbed: each disk site's root:// and davs:// doors, the tape's two, the plain WebDAV
+        site, the slowed origin and its cache, and the iperf3 servers."""
+        host, ports = self.config.host, self.ports()
+
+        def door(name: str, site: str, scheme: str, process: str, **kwargs: Any) -> Endpoint:
+            root = "//data" if scheme == "root" else "/data"
+            return Endpoint(name, site, f"{scheme}://{host}:{ports[name]}{root}", ports[name], process, **kwargs)
+
         result: list[Endpoint] = []
         for site in DISK_SITES:
+            result.append(door(f"{site.key}.root", site.name, "root", site.key, tpc_modes=["pull"]))
             result.append(
-                Endpoint(
-                    f"{site.key}.root",
-                    site.name,
-                    f"root://{host}:{ports[f'{site.key}.root']}//data",
-                    ports[f"{site.key}.root"],
-                    site.key,
-                    tpc_modes=["pull"],
-                )
+                door(f"{site.key}.https", site.name, "davs", site.key, tpc_modes=["pull", "push", "streamed"])
             )
-            result.append(
-                Endpoint(
-                    f"{site.key}.https",
-                    site.name,
-                    f"davs://{host}:{ports[f'{site.key}.https']}/data",
-                    ports[f"{site.key}.https"],
-                    site.key,
-                    tpc_modes=["pull", "push", "streamed"],
-                )
-            )
-        result.append(
-            Endpoint(
-                "tape.root",
-                TAPE_SITE,
-                f"root://{host}:{ports['tape.root']}//data",
-                ports["tape.root"],
-                "tape",
-                kind="tape",
-                tpc_modes=["pull"],
-            )
-        )
-        result.append(
-            Endpoint(
-                "tape.rest",
-                TAPE_SITE,
-                f"davs://{host}:{ports['tape.rest']}/data",
-                ports["tape.rest"],
-                "tape-rest",
-                kind="tape",
-                implementation="other",
-                checksums=False,
-            )
-        )
-        result.append(
-            Endpoint(
+        result += [
+            door("tape.root", TAPE_SITE, "root", "tape", kind="tape", tpc_modes=["pull"]),
+            door("tape.rest", TAPE_SITE, "davs", "tape-rest", kind="tape", implementation="other", checksums=False),
+            door(
                 "webdav.https",
                 WEBDAV_SITE,
-                f"davs://{host}:{ports['webdav.https']}/data",
-                ports["webdav.https"],
+                "davs",
                 "webdav",
                 implementation="other",
                 tpc_modes=["streamed"],
                 checksums=False,
-            )
-        )
-        result.append(
-            Endpoint(
-                "origin.root",
-                ORIGIN_SITE,
-                f"root://{host}:{ports['origin.root']}//data",
-                ports["origin.root"],
-                "origin",
-            )
-        )
-        result.append(
-            Endpoint(
-                "xcache.root",
-                CACHE_SITE,
-                f"root://{host}:{ports['xcache.root']}//data",
-                ports["xcache.root"],
-                "xcache",
-                kind="cache",
-                checksums=False,
-            )
-        )
+            ),
+            door("origin.root", ORIGIN_SITE, "root", "origin"),
+            door("xcache.root", CACHE_SITE, "root", "xcache", kind="cache", checksums=False),
+        ]
         site_names = {site.key: site.name for site in DISK_SITES} | {"webdav": WEBDAV_SITE}
         for name, (site_key, process) in IPERF3_SERVERS.items():
+            url = f"iperf3://{host}:{ports[name]}"
             result.append(
-                Endpoint(
-                    name,
-                    site_names[site_key],
-                    f"iperf3://{host}:{ports[name]}",
-                    ports[name],
-                    process,
-                    kind="network",
-                    implementation="iperf3",
-                )
+                Endpoint(name, site_names[site_key], url, ports[name], process, kind="network", implementation="iperf3")
             )
         return result
 
@@ -189,7 +133,8 @@ class Testbed(ServersMixin):
 
     def _process_names(self) -> list[str]:
         iperf3 = [process for _, process in IPERF3_SERVERS.values()]
-        return [site.key for site in DISK_SITES] + ["tape-rest", "tape", "webdav", *iperf3, "origin", "xcache"]
+        issuer = ["issuer"] if self.tokens_required else []
+        return [*issuer, *(site.key for site in DISK_SITES), "tape-rest", "tape", "webdav", *iperf3, "origin", "xcache"]
 
     def running(self) -> dict[str, bool]:
         return {name: processes.read_pid(self._pidfile(name)) is not None for name in self._process_names()}
@@ -235,6 +180,7 @@ class Testbed(ServersMixin):
         self.state_file.write_text(json.dumps({"ports": ports, "host": self.config.host}, indent=2))
         started: list[str] = []
         starters: dict[str, Callable[[], None]] = {
+            **({"issuer": self._start_issuer} if self.tokens_required else {}),
             **{site.key: functools.partial(self._start_xrootd_site, site) for site in DISK_SITES},
             "tape-rest": self._start_tape_daemon,
             "tape": self._start_tape_xrootd,
@@ -248,10 +194,13 @@ class Testbed(ServersMixin):
                 if name not in running:
                     start()
                     started.append(name)
-            for endpoint in self.endpoints():
-                pid = processes.read_pid(self._pidfile(endpoint.process))
-                if not processes.wait_for_port(endpoint.port, pid=pid, timeout=20):
-                    raise RuntimeError(f"{endpoint.name} did not start: see {self._log(endpoint.process)}")
+            waits = [(endpoint.name, endpoint.port, endpoint.process) for endpoint in self.endpoints()]
+            if self.tokens_required:
+                waits.insert(0, ("issuer", ports["issuer"], "issuer"))
+            for name, port, process in waits:
+                pid = processes.read_pid(self._pidfile(process))
+                if not processes.wait_for_port(port, pid=pid, timeout=20):
+                    raise RuntimeError(f"{name} did not start: see {self._log(process)}")
             time.sleep(0.3)  # a server that lost its port to another program exits: check that ours still run
             dead = [name for name in started if processes.read_pid(self._pidfile(name)) is None]
             if dead:
@@ -268,7 +217,8 @@ class Testbed(ServersMixin):
         stopped = [name for name in names if processes.stop(self._pidfile(name))]
         if only is None:
             # Servers of this testbed whose PID files were lost (a killed launcher, a deleted run/ directory).
-            for pid in processes.pids_mentioning(str(self.dir), {"xrootd", "nginx", "iperf3", "testbed.tape"}):
+            programs = {"xrootd", "nginx", "iperf3", "testbed.tape", "testbed.issuer", "unshare"}
+            for pid in processes.pids_mentioning(str(self.dir), programs):
                 processes.stop_pid(pid)
         return stopped
 
@@ -296,12 +246,22 @@ class Testbed(ServersMixin):
     # --- what clients need -----------------------------------------------------------------------------
 
     def client_environment(self) -> dict[str, str]:
-        """Environment for gfal2 clients: the testbed CA and a bearer token (XrdHttpTPC rejects gridsite creds)."""
+        """Environment for gfal2 clients: the testbed CA and a bearer token (XrdHttpTPC rejects gridsite creds);
+        with tokens required, no bearer token but the issuer and its client, for the portal's
+        TOKEN_SOURCE=client-credentials (the testbed's own secret: a test credential, never a real one)."""
         # GFAL_PYTHONBIN: the gfal-* scripts look for `python`, which Debian does not install by default.
+        environment = {"X509_CERT_DIR": str(self.pki.cert_dir), "GFAL_PYTHONBIN": SYSTEM_PYTHON}
+        if not self.tokens_required:
+            return {**environment, "BEARER_TOKEN": self.config.bearer_token}
+        client_id, secret = self.client_credentials()
         return {
-            "X509_CERT_DIR": str(self.pki.cert_dir),
-            "BEARER_TOKEN": self.config.bearer_token,
-            "GFAL_PYTHONBIN": SYSTEM_PYTHON,
+            **environment,
+            "TESTBED_TOKENS": "required",
+            "TOKEN_SOURCE": "client-credentials",
+            "TOKEN_ISSUER": self.issuer_url,
+            "TOKEN_CLIENT_ID": client_id,
+            "TOKEN_CLIENT_SECRET": secret,
+            "TOKEN_CA_DIR": str(self.pki.cert_dir),
         }
 
     def https_prefixes(self) -> Iterator[str]:

@@ -14,6 +14,7 @@ from .library import TapeLibrary
 from .model import (
     log,
 )
+from .tokens import TokenPolicy
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,6 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-request-files", type=int, default=0, help="largest stage request (0: no limit)")
     parser.add_argument("--tape-capacity", type=int, default=0, help="bytes a tape holds (0: a tape per directory)")
     parser.add_argument("--sitename", default="TESTBED-TAPE", help="sitename of the Tape REST discovery")
+    parser.add_argument("--token-issuer", default="", help="require WLCG tokens of this issuer on the HTTPS door")
+    parser.add_argument("--token-ca", default=None, help="CA directory to trust the issuer's HTTPS with")
     return parser.parse_args(argv)
 
 
@@ -55,12 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(str(args.cert), str(args.key))
+    door = f"https://{args.host}:{args.https_port}"
+    tokens = TokenPolicy(args.token_issuer, door, args.token_ca) if args.token_issuer else None
     https = TapeHTTPServer(
-        (args.host, args.https_port),
-        library,
-        args.sitename,
-        f"https://{args.host}:{args.https_port}",
-        ssl_context=context,
+        (args.host, args.https_port), library, args.sitename, door, ssl_context=context, tokens=tokens
     )
     control = TapeHTTPServer(
         ("127.0.0.1", args.control_port), library, args.sitename, f"http://127.0.0.1:{args.control_port}", internal=True

@@ -27,6 +27,11 @@ from .model import (
     log,
     normalize_path,
 )
+from .tokens import TokenPolicy
+
+# The WLCG scopes each operation of the door needs (storage.stage reads as well as stages).
+STAGE = ("storage.stage",)
+READ = ("storage.read", "storage.stage")
 
 
 class TapeHTTPServer(ThreadingHTTPServer):
@@ -45,8 +50,10 @@ class TapeHTTPServer(ThreadingHTTPServer):
         *,
         ssl_context: ssl.SSLContext | None = None,
         internal: bool = False,
+        tokens: TokenPolicy | None = None,
     ) -> None:
         self.library = library
+        self.tokens = tokens
         self.sitename = sitename
         self.public_base = public_base.rstrip("/")
         self.ssl_context = ssl_context
@@ -126,6 +133,15 @@ class TapeRequestHandler(BaseHTTPRequestHandler):
             raise TapeError(HTTPStatus.BAD_REQUEST, 'expected a non-empty string "requestId"')
         return rid
 
+    def _allowed(self, operations: tuple[str, ...], paths: list[str]) -> None:
+        """With a token policy (a door that requires tokens), 401/403 unless the bearer token allows `operations`
+        on every path; the control port and a door without a policy take anyone."""
+        if self.server.tokens is not None and not self.server.internal:
+            self.server.tokens.require(self.headers.get("Authorization"), operations, paths)
+
+    def _request_paths(self, rid: str) -> list[str]:
+        return [str(entry["path"]) for entry in self.server.library.request_json(rid).get("files", [])]
+
     def _route(self, method: str) -> None:
         path = unquote(urlsplit(self.path).path)
         try:
@@ -181,8 +197,10 @@ class TapeRequestHandler(BaseHTTPRequestHandler):
         elif api.startswith("/internal/") and self.server.internal:
             self._internal(method, api[len("/internal/") :])
         elif method in ("GET", "HEAD"):
+            self._allowed(READ, [path])
             self._serve_file(path)
         elif method == "PROPFIND":
+            self._allowed(READ, [path])
             self._propfind(path)
         else:
             raise TapeError(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} not allowed on {path}")
@@ -197,6 +215,7 @@ class TapeRequestHandler(BaseHTTPRequestHandler):
                     raise TapeError(HTTPStatus.BAD_REQUEST, 'expected a JSON object with a non-empty "files" list')
                 if not all(isinstance(item, dict) and "path" in item for item in files):
                     raise TapeError(HTTPStatus.BAD_REQUEST, 'every entry of "files" needs a "path"')
+                self._allowed(STAGE, [str(item["path"]) for item in files])
                 try:
                     request = library.submit([item["path"] for item in files])
                 except ValueError as exc:
@@ -207,20 +226,25 @@ class TapeRequestHandler(BaseHTTPRequestHandler):
                     {"Location": f"{self.server.public_base}{API_PREFIX}/stage/{request.id}"},
                 )
             case "GET", ["stage", rid]:
+                self._allowed(STAGE, self._request_paths(rid))
                 self._send_json(HTTPStatus.OK, library.request_json(rid))
             case "DELETE", ["stage", rid]:
+                self._allowed(STAGE, self._request_paths(rid))
                 library.delete(rid)
                 self._send_json(HTTPStatus.OK, {"requestId": rid, "deleted": True})
             case "POST", ["stage", rid, "cancel"]:
                 paths = self._paths(self._json_body())
+                self._allowed(STAGE, paths)
                 library.get(rid)
                 self._send_json(HTTPStatus.OK, {"requestId": rid, "canceled": library.cancel(rid, paths)})
             case "POST", ["release", rid]:
                 # gfal2 releases with the id "gfal2-placeholder-id" when it has none: any id is accepted.
                 paths = self._paths(self._json_body())
+                self._allowed(STAGE, paths)
                 self._send_json(HTTPStatus.OK, {"requestId": rid, "released": library.evict(paths)})
             case "POST", ["archiveinfo"]:
                 paths = self._paths(self._json_body())
+                self._allowed(READ, paths)
                 self._send_json(HTTPStatus.OK, library.archiveinfo_json(paths))
             case _:
                 raise TapeError(HTTPStatus.NOT_FOUND, f"no such endpoint: {method} {API_PREFIX}/{'/'.join(parts)}")

@@ -108,6 +108,26 @@ def test_the_run_page_shows_the_progress_and_polls_while_the_run_goes_on(viewer:
     assert "https://" not in page.split("<main>")[1]
 
 
+def test_the_run_page_says_its_credential_and_the_scopes_asked_never_a_token(
+    viewer: Client, activity: Activity
+) -> None:
+    run = running_run(activity, ["done", "running"])
+    requests = [{"audience": "root://127.0.0.1:11095", "scopes": ["storage.create:/data/r", "storage.read:/data/r"]}]
+    run.credential = "token"
+    run.credential_detail = {"kind": "token", "source": "client-credentials", "issuer": "https://iam.example"}
+    run.credential_detail["requests"] = requests
+    run.save()
+    page = text(viewer.get(f"/challenges/runs/{run.pk}/"))
+    assert 'id="run-credential">Credential: <strong>token</strong>' in page
+    assert "(client-credentials from https://iam.example)" in page
+    assert (
+        "<code>root://127.0.0.1:11095</code>: <code>storage.create:/data/r</code> <code>storage.read:/data/r</code>"
+        in page
+    )
+    body = viewer.get(f"/api/v1/runs/{run.pk}/").json()
+    assert (body["credential"], body["credential_scopes"]) == ("token", requests)
+
+
 def test_the_served_htmx_is_the_real_library() -> None:
     path = finders.find("django_htmx/htmx-2.min.js")
     assert path is not None

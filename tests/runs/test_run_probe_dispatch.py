@@ -26,8 +26,8 @@ def test_a_run_gets_its_kinds_probe_with_its_parameters_and_stores_its_summary(m
     run = queued_run("io")
     asked: list[dict[str, Any]] = []
 
-    def probe(parameters: dict[str, Any], cancelled: threading.Event) -> tasks.ProbeResult:
-        asked.append(parameters)
+    def probe(run: Run, context: Any, cancelled: threading.Event) -> tasks.ProbeResult:
+        asked.append(run.parameters)
         return [], {"rate": 5.0}, ""
 
     monkeypatch.setitem(tasks.PROBES, "io", probe)
@@ -41,7 +41,7 @@ def test_a_run_gets_its_kinds_probe_with_its_parameters_and_stores_its_summary(m
 def test_a_probe_that_raises_fails_its_run_with_the_reason(monkeypatch: Any) -> None:
     run = queued_run("network")
 
-    def probe(parameters: dict[str, Any], cancelled: threading.Event) -> tasks.ProbeResult:
+    def probe(run: Run, context: Any, cancelled: threading.Event) -> tasks.ProbeResult:
         raise RuntimeError("no route to host")
 
     monkeypatch.setitem(tasks.PROBES, "network", probe)

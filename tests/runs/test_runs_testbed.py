@@ -190,6 +190,8 @@ def test_streamed_copies_to_the_plain_webdav_site(
     records = TransferRecord.objects.filter(run=run)
     assert {(r.state, r.mode, r.bytes) for r in records} == {("ok", "streamed", 8 * MB)}
     assert {r.destination_site.name for r in records.select_related("destination_site")} == {"TB-WEBDAV"}
+    # The ordinary testbed checks no token: its workers present none of their own (no X.509 either).
+    assert (run.credential, run.credential_detail) == ("none", {"kind": "none", "source": "none"})
 
 
 def test_a_tape_write_activity_copies_into_the_target_sites_tape_endpoint(

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs.choices import CopiesState
 from runs.copies import run_copies_deleted, run_copies_to_delete, runs_with_copies
+from runs.credentials import delete_grants
 from runs.probes.cleanup import copies_delete
 from runs.tasks import gfal2_context
 
@@ -45,7 +46,8 @@ class Command(BaseCommand):
             return
         for run in listed:
             wanted = run_copies_to_delete(run.pk)
-            result = copies_delete(gfal2_context(), wanted.urls, wanted.directories)
+            grants = delete_grants(wanted.urls, wanted.directories)
+            result = copies_delete(gfal2_context(grants), wanted.urls, wanted.directories)
             run_copies_deleted(run.pk, deleted=result.deleted, errors=result.errors)
             run.refresh_from_db(fields=["copies", "copies_message"])
             line = f"run {run.pk}: {run.get_copies_display()}, {run.copies_message}"

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from common import processes
 from testbed.grid import Testbed, TestbedConfig, remove_state
 
 
@@ -70,27 +71,37 @@ class Command(BaseCommand):
     def _status(self, testbed: Testbed, *, as_json: bool) -> bool:
         rows = testbed.status()
         if as_json:
-            self.stdout.write(
-                json.dumps(
-                    [
-                        {
-                            "name": row.endpoint.name,
-                            "site": row.endpoint.site,
-                            "url": row.endpoint.url,
-                            "running": row.running,
-                            "answers": row.answers,
-                        }
-                        for row in rows
-                    ],
-                    indent=2,
-                )
-            )
+            endpoints = [
+                {
+                    "name": row.endpoint.name,
+                    "site": row.endpoint.site,
+                    "url": row.endpoint.url,
+                    "running": row.running,
+                    "answers": row.answers,
+                }
+                for row in rows
+            ]
+            tokens = {"required": testbed.tokens_required}
+            if testbed.tokens_required:
+                tokens["issuer"] = testbed.issuer_url
+                tokens["issuer_answers"] = processes.port_answers(testbed.ports()["issuer"])
+            self.stdout.write(json.dumps({"tokens": tokens, "endpoints": endpoints}, indent=2))
         else:
+            self.stdout.write(self._tokens_line(testbed))
             for row in rows:
                 state = "up" if row.answers else ("running, not answering" if row.running else "down")
                 self.stdout.write(f"  {row.endpoint.site:<10} {row.endpoint.name:<13} {row.endpoint.url:<40} {state}")
             self._tape_status(testbed)
         return all(row.answers for row in rows)
+
+    def _tokens_line(self, testbed: Testbed) -> str:
+        if not testbed.tokens_required:
+            return "  tokens: not required (any bearer value works; TESTBED_TOKENS=required to check WLCG tokens)"
+        answers = "up" if processes.port_answers(testbed.ports()["issuer"]) else "down"
+        return (
+            f"  tokens: required (WLCG JWTs of the issuer {testbed.issuer_url}, {answers}; scopes by path, the door "
+            "as audience; `manage.py testbed env` prints its client)"
+        )
 
     def _tape_status(self, testbed: Testbed) -> None:
         """The emulated tape: its configuration, drives and what it migrated and evicted."""

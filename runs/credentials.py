@@ -1,0 +1,96 @@
+"""What a run presents to storage: the deployment's token source (settings), the grants each step of a run asks
+for (least privilege per URL), and the note the run keeps of it (the kind, the source, the audiences and scopes
+asked; never a token)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+
+from challenges.choices import ActivityKind
+
+from .models import Run, RunFile
+from .probes.context import ProbeContext
+from .probes.testfiles import DIRECTORY as TESTFILES_DIRECTORY
+from .probes.tokens import TokenFile, TokenSource, client_credentials
+
+Grants = list[tuple[str, str]]
+
+
+def token_source_from_settings() -> TokenSource | None:
+    """The token source settings.TOKEN_SOURCE names; None: the probe context keeps its own (the host's X.509, or
+    the testbed's issuer when it requires tokens)."""
+    name = settings.TOKEN_SOURCE
+    if name == "client-credentials":
+        return client_credentials(
+            settings.TOKEN_ISSUER,
+            settings.TOKEN_CLIENT_ID,
+            settings.TOKEN_CLIENT_SECRET,
+            token_endpoint=settings.TOKEN_ENDPOINT,
+            ca_dir=settings.TOKEN_CA_DIR or os.environ.get("X509_CERT_DIR", ""),
+        )
+    if name == "file":
+        return TokenFile(settings.BEARER_TOKEN_FILE)
+    if name == "x509":
+        source = TokenSource()
+        source.kind = source.name = "x509"
+        return source
+    return None
+
+
+def copy_grants(source_url: str, destination_url: str, *, overwrite: bool = False) -> Grants:
+    """A copy reads its source and writes its destination (and replaces what is there when it overwrites)."""
+    return [(source_url, "read"), (destination_url, "overwrite" if overwrite else "write")]
+
+
+def test_file_grants(base_url: str) -> Grants:
+    """Making a test file: uploaded under a temporary name, renamed into place, a stale one deleted."""
+    return [(f"{base_url.rstrip('/')}/{TESTFILES_DIRECTORY}/", "overwrite")]
+
+
+def delete_grants(urls: Iterable[str], directories: Iterable[str]) -> Grants:
+    return [(url, "delete") for url in urls] + [(directory.rstrip("/") + "/", "delete") for directory in directories]
+
+
+def run_grants(run: Run) -> Grants:
+    """Every grant the run's steps will ask for, so that its tokens are obtained (and an issuer's refusal seen)
+    before its first copy."""
+    parameters = run.parameters
+    if run.kind == ActivityKind.NETWORK:
+        return []
+    if run.kind == ActivityKind.STAGING:
+        return [(url, "stage") for url in parameters.get("urls", [])]
+    if run.kind == ActivityKind.CACHE:
+        origins = list(parameters.get("origin_urls", []))
+        return [(url, "read") for url in origins] + [(url, "read") for url in _cache_urls(run, origins)]
+    if run.kind == ActivityKind.IO:
+        return [(f"{str(parameters.get('endpoint', '')).rstrip('/')}/io-probe/", "overwrite")]
+    pairs = RunFile.objects.filter(run=run).values_list("source_url", "destination_url").distinct()
+    grants: dict[tuple[str, str], None] = {}
+    for source, destination in pairs:
+        for grant in copy_grants(source, destination):
+            grants[(grant[0].rsplit("/", 1)[0] + "/", grant[1])] = None
+    return list(grants)
+
+
+def _cache_urls(run: Run, origins: list[str]) -> list[str]:
+    from urllib.parse import urlsplit, urlunsplit
+
+    cache = urlsplit(str(run.parameters.get("cache_url", "")))
+    return [urlunsplit((cache.scheme, cache.netloc, urlsplit(url).path, "", "")) for url in origins]
+
+
+def run_credential_store(run_id: int, detail: dict[str, Any]) -> None:
+    """Keep what the run presents to storage on its row (the run page and API show it)."""
+    Run.objects.filter(pk=run_id).update(credential=str(detail.get("kind", "")), credential_detail=detail)
+
+
+def run_credential_check(run: Run, context: ProbeContext) -> dict[str, Any]:
+    """Obtain the run's tokens now (raises runs.probes.tokens.TokenError with the issuer's answer) and keep the
+    note of them on the run."""
+    detail = context.credential(run_grants(run))
+    run_credential_store(run.pk, detail)
+    return detail
