@@ -3,7 +3,8 @@
 run:  services (DATABASE_URL / REDIS_URL, or private PostgreSQL and Redis under var/), migrate, the testbed,
       the demo, then gunicorn, a Celery worker and Celery beat in the foreground until Ctrl-C, which stops
       everything this command started.
-test: the same services, then the whole pytest suite (the suite starts the testbed itself when it is down).
+test: the same services, then the whole pytest suite in lanes at the same time and the handbook (testlanes.py), or
+      just `pytest ARGS` when given arguments (the suite starts the testbed itself when it is down).
 
 Plain Python on purpose: it runs before Django is configured, because it decides the database URL.
 """
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common import processes
+from portal import testlanes
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var"
@@ -371,23 +373,32 @@ def _children_watch(children: dict[str, subprocess.Popen[bytes]], commands: dict
 
 
 def command_test(args: argparse.Namespace) -> int:
+    """The whole suite in lanes at the same time and then the handbook; or, with arguments, just `pytest ARGS`."""
     stack = Stack()
+    began = time.monotonic()
+    lanes: list[testlanes.Lane] = []
+    docs: testlanes.Lane | None = None
+    whole_suite = not args.pytest_args
     try:
         stack.services()
-        pytest = subprocess.Popen([PYTHON, "-m", "pytest", *args.pytest_args], cwd=ROOT)
-        while True:
-            try:
-                returncode = pytest.wait()
-                break
-            except KeyboardInterrupt:
-                # pytest got the same Ctrl-C: let it run its teardown (which stops the testbed it started).
-                log("Ctrl-C: waiting for pytest to clean up")
+        lanes = testlanes.test_lanes(args.pytest_args)
+        for lane in lanes:
+            if lane.log:
+                log(f"{lane.name}: pytest {' '.join(lane.argv)} meanwhile, output in {lane.log.relative_to(ROOT)}")
+            lane.start()
+        testlanes.lanes_wait(lanes, log)
+        if whole_suite and all(lane.returncode == 0 for lane in lanes):
+            docs = testlanes.docs_build()
     finally:
         stack.shutdown()
-    if returncode == 5:
-        log("pytest collected no tests: that is a failure for this project")
-        return 1
-    return returncode
+    testlanes.logs_show(lanes)
+    if whole_suite:
+        for line in testlanes.summary(lanes, docs, time.monotonic() - began):
+            log(line)
+    failed = [lane for lane in [*lanes, *([docs] if docs else [])] if lane.returncode != 0]
+    for lane in failed:
+        log(f"{lane.name}: {lane.outcome()}")
+    return 1 if failed else 0
 
 
 def command_services(args: argparse.Namespace) -> int:

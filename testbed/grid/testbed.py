@@ -216,9 +216,10 @@ class Testbed(TokensMixin, ServersMixin):
         names = [name for name in reversed(self._process_names()) if only is None or name in set(only)]
         stopped = [name for name in names if processes.stop(self._pidfile(name))]
         if only is None:
-            # Servers of this testbed whose PID files were lost (a killed launcher, a deleted run/ directory).
+            # Servers of this testbed whose PID files were lost (a killed launcher, a deleted run/ directory): their
+            # command lines name files in its directory (with the slash: not those of var/testbed-faults beside it).
             programs = {"xrootd", "nginx", "iperf3", "testbed.tape", "testbed.issuer", "unshare"}
-            for pid in processes.pids_mentioning(str(self.dir), programs):
+            for pid in processes.pids_mentioning(f"{self.dir}/", programs):
                 processes.stop_pid(pid)
         return stopped
 
@@ -333,7 +334,10 @@ class Testbed(TokensMixin, ServersMixin):
         return {"experiments": [{"name": name} for name in EXPERIMENTS], "sites": list(sites.values())}
 
     def write_sites_document(self) -> Path:
-        self.sites_document_path.write_text(json.dumps(self.sites_document(), indent=2) + "\n")
+        # Whole or not at all: `load_demo` may read it meanwhile (the tests run it beside the testbed's tests).
+        partial = self.sites_document_path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(self.sites_document(), indent=2) + "\n")
+        partial.replace(self.sites_document_path)
         return self.sites_document_path
 
 

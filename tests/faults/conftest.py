@@ -1,7 +1,7 @@
 """The fault suite's deployments: a portal of its own (database on a private PostgreSQL, broker on a private Redis,
-workers, beat and a web server as an operator starts them) against the shared testbed, broken for real by the
-tests. Each test adds its tally to FAULTS, and the session ends with one line: faults survived, files lost,
-records doubled."""
+workers, beat and a web server as an operator starts them) against the testbed (bin/portal test gives it one of its
+own, beside the main suite's), broken for real by the tests. Each test adds its tally to FAULTS, and the session
+ends with one line: faults survived, files lost, records doubled."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ from tests.faults.servers import PostgresServer, RedisServer
 
 ROOT = Path(settings.BASE_DIR)
 TEMPLATE = "portal_faults_template"
+# Where the suite's own Redis servers start looking for a free port: away from the ones the main suite's tests start
+# theirs from (46379), since bin/portal test runs the two suites at the same time (a port found free by both before
+# either binds it would give one of them the other's server).
+REDIS_PORT = 44379
 
 
 @dataclass
@@ -193,7 +197,7 @@ def deployments(postgres: PostgresServer, testbed: Testbed, tmp_path: Path) -> I
         postgres.execute(f'DROP DATABASE IF EXISTS "{database}"')
         postgres.execute(f'CREATE DATABASE "{database}" TEMPLATE "{TEMPLATE}"')
         if redis is None:
-            redis = RedisServer(tmp_path / f"redis-{name}")
+            redis = RedisServer(tmp_path / f"redis-{name}", port=REDIS_PORT)
             redis.start()
             servers.append(redis)
         deployment = Deployment(name, tmp_path / name, postgres, redis, database, redis_db, dict(extra_env))

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from common import processes
 from portal.devstack import _pg_bin
 from runs.probes.testfiles import test_file
+from runs.reaper import copy_deadline_seconds
 from testbed.grid import Testbed
 from tests.faults.conftest import Deployment, Tally, wait_until
 from tests.faults.servers import PostgresServer
@@ -29,7 +31,11 @@ pytestmark = [pytest.mark.faults, pytest.mark.testbed]
 
 MB = 1024 * 1024
 ENDED = ("finished", "partly", "failed", "cancelled")
-BEAT_PAUSE = float(os.environ.get("FAULTS_BEAT_PAUSE", "300"))
+# The beat test's deployment judges lost messages sooner than production (300 s), so that beat's absence can outlast
+# every threshold of the reaper in well under the 5 minutes it took with production's: see that test.
+BEAT_TEST_RESEND_AFTER = 60
+BEAT_TEST_TIMEOUT = 30
+BEAT_PAUSE = float(os.environ.get("FAULTS_BEAT_PAUSE", "100"))
 
 
 def files_by_state(portal: Deployment, run_id: int) -> dict[str, int]:
@@ -238,15 +244,29 @@ def test_a_worker_killed_mid_sweep_loses_its_copies_to_a_retry_and_the_sweep_end
     assert any(2 in s["attempts"] for s in statuses), "no copy was lost with the worker"
 
 
-def test_beat_stopped_for_five_minutes_catches_up_and_the_run_ends(
+def test_beat_stopped_past_every_reaper_threshold_catches_up_and_the_run_ends(
     deployments: Any, testbed: Testbed, tally: Tally
 ) -> None:
     """Beat stops; meanwhile the worker is killed mid-run, so only the reaper can free its copies. While beat is
-    away the run waits (nothing else frees them); once it is back, the run ends with every file once."""
-    portal = deployments("beat")
+    away the run waits (nothing else frees them); once it is back, the run ends with every file once.
+
+    Beat stays away longer than everything the reaper judges by time, so that its first pass after the return finds
+    each of them past due at once, as after a long outage: the killed worker's copies lost (no heartbeat for 10 s)
+    and past their copy deadline (timeout + HUNG_GRACE: taken for hung), a message that never reached a worker due
+    to be sent again (DISPATCH_RESEND_AFTER), and every periodic task of beat's schedule file overdue (the longest
+    interval is 60 s). With production's thresholds that took 5 minutes; this deployment's are lower."""
+    portal = deployments("beat", DISPATCH_RESEND_AFTER=str(BEAT_TEST_RESEND_AFTER))
+    parameters = transfer(testbed, files=12, timeout=BEAT_TEST_TIMEOUT)
+    thresholds = {
+        "worker lost (DISPATCH_WORKER_LOST_AFTER)": float(portal.env["DISPATCH_WORKER_LOST_AFTER"]),
+        "sent again (DISPATCH_RESEND_AFTER)": float(portal.env["DISPATCH_RESEND_AFTER"]),
+        "hung copy (timeout + HUNG_GRACE)": copy_deadline_seconds(parameters),
+        "beat's longest interval": max(float(entry["schedule"]) for entry in settings.CELERY_BEAT_SCHEDULE.values()),
+    }
+    assert all(seconds < BEAT_PAUSE for seconds in thresholds.values()), (BEAT_PAUSE, thresholds)
     doomed = portal.worker("doomed")
     beat = portal.beat()
-    run = portal.driver("run", parameters=transfer(testbed, files=12))["id"]
+    run = portal.driver("run", parameters=parameters)["id"]
     wait_until(lambda: files_by_state(portal, run).get("done", 0) >= 2, 120, "2 files done", portal)
     processes.stop(beat)
     wait_until(lambda: files_by_state(portal, run).get("running", 0) >= 1, 60, "a copy in flight", portal)
