@@ -12,8 +12,10 @@ from datetime import date
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.test import Client
 
 from challenges.models import Activity, Target
 from results import failures
@@ -24,7 +26,7 @@ from results.models import FailureCount, FailureHour, FailureMessage, FailureRul
 from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.services import records_store
 
-from .test_link_intervals import at, make_world, random_record
+from .link_world import at, make_world, random_record
 
 MESSAGES = [
     "Connection timed out",
@@ -139,6 +141,16 @@ def test_a_bulk_load_without_the_rebuild_is_counted_from_the_records_until_rebui
     call_command("failure_counts_rebuild", stdout=None)
     assert stored_rows() == kept
     assert failures_for_challenge(challenge=world["challenge"]).computed == STORED
+
+
+@pytest.mark.django_db
+def test_the_page_says_how_its_numbers_were_counted(client: Client) -> None:
+    world = make_world()
+    store_random(world, 8, records=100)
+    client.force_login(get_user_model().objects.create_user("viewer"))
+    assert 'data-computed="stored"' in client.get("/results/dc/failures/").content.decode()
+    FailureHour.objects.all().delete()
+    assert 'data-computed="records"' in client.get("/results/dc/failures/").content.decode()
 
 
 @pytest.mark.django_db
