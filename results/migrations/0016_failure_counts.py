@@ -4,18 +4,6 @@ import django.db.models.functions.text
 from django.db import migrations, models
 
 
-def failure_counts_build(apps, schema_editor):
-    """The counts of the failed records stored before them (results.failure_counts); none once raw records were
-    retired (the page then counts from the records it has)."""
-    from results.failure_counts import failure_counts_rebuild
-    from results.partitions import months_retired
-
-    with schema_editor.connection.cursor() as cursor:
-        if months_retired(cursor):
-            return
-    failure_counts_rebuild()
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("results", "0015_record_origin_end"),
@@ -104,5 +92,4 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        migrations.RunPython(failure_counts_build, migrations.RunPython.noop),
     ]
