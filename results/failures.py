@@ -234,6 +234,7 @@ def failures_recategorize(*, challenge: Challenge | None = None) -> int:
         changed = int(cursor.rowcount)
         if not changed:
             return 0
+        cursor.execute("ANALYZE failure_recategorized")  # the UPDATE's join planned on its real size
         failure_counts_add(records=_CHANGED, sign=-1)
         cursor.execute(
             "UPDATE results_transferrecord AS r SET error_category = c.category FROM failure_recategorized AS c "
@@ -392,7 +393,7 @@ def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[i
     for row in rows.messages:
         link_of(row).messages.append((row[3], row[4]))
     for row in rows.fts:
-        link_of(row).fts_causes.append(tuple(row[3:]))  # type: ignore[arg-type]
+        link_of(row).fts_causes.append((row[3], row[4], row[5], row[6]))
     hourly: dict[str, list[tuple[datetime, int]]] = {}
     for category, hour, n in rows.hourly:
         hourly.setdefault(category, []).append((hour, n))
