@@ -206,7 +206,8 @@ def records_empty() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE results_transferrecord, results_recordkey, results_raterollup, results_raterolluphour, "
-            "results_flowrollup, results_rollupversion, results_linktotals, results_linkinterval, results_linkerror"
+            "results_flowrollup, results_rollupversion, results_linktotals, results_linkinterval, results_linkerror, "
+            "results_failurecount, results_failurehour, results_failuremessage"
         )
         cursor.execute("DROP TABLE IF EXISTS bench_copy")
 

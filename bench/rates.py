@@ -81,6 +81,7 @@ def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, flo
 
     from challenges.models import Activity, Challenge, Target
     from results.attribution import records_attribute_all_sql
+    from results.failure_counts import failure_counts_rebuild
     from results.link_intervals import link_intervals_rebuild
     from results.rollups import rollups_rebuild
     from sites.models import Experiment, Site
@@ -89,6 +90,7 @@ def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, flo
         cursor.execute(
             "TRUNCATE results_raterollup, results_raterolluphour, results_flowrollup, results_transferrecord, "
             "results_linktotals, results_linkinterval, results_linkerror, "
+            "results_failurecount, results_failurehour, results_failuremessage, "
             "challenges_target, "
             "challenges_activity, challenges_challenge, sites_site_experiments, sites_site, "
             "sites_experiment CASCADE"
@@ -145,6 +147,9 @@ def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, flo
     print(
         f"matrix unions rebuilt:     {islands:,} intervals in {time.perf_counter() - began:.1f} s (with VACUUM ANALYZE)"
     )
+    began = time.perf_counter()
+    failed = failure_counts_rebuild()
+    print(f"failure counts rebuilt:    {failed:,} failed records in {time.perf_counter() - began:.1f} s")
 
     return challenge, stored, generated, rows, built
 

@@ -144,6 +144,7 @@ def plan_build(records: int) -> dict[str, Any]:
         cursor.execute(
             "TRUNCATE results_raterollup, results_raterolluphour, results_flowrollup, results_transferrecord, "
             "results_recordkey, results_rollupversion, results_linktotals, results_linkinterval, results_linkerror, "
+            "results_failurecount, results_failurehour, results_failuremessage, "
             "challenges_target, challenges_activity, "
             "challenges_challenge, sites_site_experiments, sites_site, sites_experiment CASCADE"
         )
@@ -265,6 +266,7 @@ def build(records: int) -> dict[str, Any]:
     """The whole load, timed step by step; returns the plan."""
     from django.db import connection
 
+    from results.failure_counts import failure_counts_rebuild
     from results.link_intervals import link_intervals_rebuild
     from results.rollups import rollups_rebuild
 
@@ -296,8 +298,18 @@ def build(records: int) -> dict[str, Any]:
             cursor.execute(f"VACUUM ANALYZE {table}")
     unions = time.perf_counter() - began
     print(f"the matrix's unions rebuilt in bulk: {unions:.1f} s ({islands:,} intervals)")
-    total = loaded + indexed + rolled + unions
-    print(f"generation in all: {total:.1f} s, {records / total:,.0f} records/s (load, indexes, rollups, unions)")
+    began = time.perf_counter()
+    failed = failure_counts_rebuild()
+    with connection.cursor() as cursor:
+        for table in ("results_failurecount", "results_failurehour", "results_failuremessage"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+    counted = time.perf_counter() - began
+    print(f"the failure causes' counts rebuilt in bulk: {counted:.1f} s ({failed:,} failed records)")
+    total = loaded + indexed + rolled + unions + counted
+    print(
+        f"generation in all: {total:.1f} s, {records / total:,.0f} records/s "
+        "(load, indexes, rollups, unions, failure counts)"
+    )
     return plan
 
 

@@ -27,12 +27,22 @@ from challenges.models import Activity, Challenge
 from sites.models import Site
 
 from .choices import ErrorCategory, Origin, RecordState
+from .failure_counts import (
+    FAILURE_COLUMNS,
+    MESSAGE_URL_PATTERN,
+    FailureRows,
+    failure_counts_add,
+    failure_counts_complete,
+    failure_rows_stored,
+)
 from .models import FailureRule, TransferRecord, validate_failure_pattern
+from .rollups import RECORDS_LOCK
 from .rows import RecordRow
 
 CompiledRules = list[tuple[re.Pattern[str], str]]
 TOP_MESSAGES = 5
 UNCATEGORISED = ""  # failed records stored before the rules ran
+STORED, FROM_RECORDS = "stored", "records"  # how a ChallengeFailures was computed
 
 
 # --- the rules ------------------------------------------------------------------------------------------------
@@ -189,13 +199,21 @@ def _challenge_records(challenge: Challenge) -> Q:
 RECATEGORIZE_LOCK = 0x72637467
 
 
+_CHANGED = (
+    f'SELECT {FAILURE_COLUMNS} FROM results_transferrecord AS r JOIN failure_recategorized AS c USING (id, "end")'
+)
+
+
 @transaction.atomic
 def failures_recategorize(*, challenge: Challenge | None = None) -> int:
-    """Apply the current rules to every stored failed record (of one challenge's activities, or all) in one UPDATE:
-    a CASE with one branch per enabled rule in order, so the first matching rule wins as in Python. Only rows
-    whose category changes are written. Returns how many changed."""
+    """Apply the current rules to every stored failed record (of one challenge's activities, or all): a CASE with
+    one branch per enabled rule in order, so the first matching rule wins as in Python. Only rows whose category
+    changes are written, and the failure causes' counts (results.failure_counts) follow: the changed records are
+    taken out with their old category and added with the new one. Returns how many changed."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RECATEGORIZE_LOCK])
+        # Shared, as writers of records take it: no move of records between activities (exclusive) meanwhile.
+        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [RECORDS_LOCK])
     rules = list(FailureRule.objects.filter(enabled=True).order_by("position", "id").values_list("pattern", "category"))
     branches = " ".join("WHEN r.error_message ~* %s THEN %s" for _ in rules)
     case = f"CASE {branches} ELSE %s END" if rules else "%s"
@@ -205,14 +223,25 @@ def failures_recategorize(*, challenge: Challenge | None = None) -> int:
     if challenge is not None:
         where += f" AND r.activity_id IN (SELECT id FROM {Activity._meta.db_table} WHERE challenge_id = %s)"
         where_params += [challenge.pk]
-    sql = (
-        f"UPDATE results_transferrecord AS r SET error_category = c.category "
-        f"FROM (SELECT r.id, {case} AS category FROM results_transferrecord AS r WHERE {where}) AS c "
-        f"WHERE r.id = c.id AND r.error_category IS DISTINCT FROM c.category"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, case_params + where_params)
-        return int(cursor.rowcount)
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.failure_recategorized")
+        cursor.execute(
+            "CREATE TEMP TABLE failure_recategorized ON COMMIT DROP AS "
+            f'SELECT id, "end", category FROM (SELECT r.id, r."end", r.error_category, {case} AS category '
+            f"FROM results_transferrecord AS r WHERE {where}) AS c WHERE error_category IS DISTINCT FROM category",
+            case_params + where_params,
+        )
+        changed = int(cursor.rowcount)
+        if not changed:
+            return 0
+        cursor.execute("ANALYZE failure_recategorized")  # the UPDATE's join planned on its real size
+        failure_counts_add(records=_CHANGED, sign=-1)
+        cursor.execute(
+            "UPDATE results_transferrecord AS r SET error_category = c.category FROM failure_recategorized AS c "
+            'WHERE r.id = c.id AND r."end" = c."end"'
+        )
+        failure_counts_add(records=_CHANGED, sign=1)
+    return changed
 
 
 # --- the causes of a challenge's failures -----------------------------------------------------------------------
@@ -223,7 +252,7 @@ class _MessageKey(Func):
     counts as one message."""
 
     function = "regexp_replace"
-    template = "%(function)s(%(expressions)s, '[a-z][a-z0-9+.-]*://[^ ]*[^ :;,.)]', '<url>', 'gi')"
+    template = f"%(function)s(%(expressions)s, '{MESSAGE_URL_PATTERN}', '<url>', 'gi')"
 
 
 @dataclass
@@ -249,6 +278,7 @@ class ChallengeFailures:
     links: list[LinkCauses]
     categories: list[tuple[str, str]]  # (value, label) of the categories that occur, in ErrorCategory order
     hourly: dict[str, list[tuple[datetime, int]]]  # category -> [(hour, failures)]
+    computed: str = "stored"  # STORED (results.failure_counts) or FROM_RECORDS (the counts did not hold them all)
 
     def as_rows(self) -> list[dict[str, Any]]:
         return [
@@ -300,15 +330,10 @@ def challenge_failed_records(
     return records if experiment_ids is None else records.filter(experiment_id__in=experiment_ids)
 
 
-def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> ChallengeFailures:
-    """Counts per category, per FTS category, scope and phase, and the most common messages per link and mode,
-    and failures per hour and category (five queries, whatever the number of links), of these experiments only
-    (see challenge_failed_records)."""
-    if experiment_ids is not None and not experiment_ids:  # no experiment to read (and an empty IN cannot be SQL)
-        return ChallengeFailures(links=[], categories=[], hourly={})
-    failed = challenge_failed_records(challenge=challenge, experiment_ids=experiment_ids)
+def _failure_rows_from_records(failed: QuerySet[TransferRecord]) -> FailureRows:
+    """The page's rows computed from the failed records themselves (four queries over every one of them)."""
     link = ("source_site_id", "destination_site_id", "mode")
-    counts = failed.values(*link, "error_category").annotate(n=Count("id")).order_by()
+    counts = failed.values_list(*link, "error_category").annotate(n=Count("id")).order_by()
     base_sql, base_params = (
         failed.annotate(message=_MessageKey(F("error_message")))
         .values(*link, "message")
@@ -325,45 +350,59 @@ def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[i
         ) AS ranked WHERE rank <= %s ORDER BY source_site_id, destination_site_id, mode, rank"""
     with connection.cursor() as cursor:
         cursor.execute(top_sql, [*base_params, TOP_MESSAGES])
-        columns = [*link, "message", "n"]
-        messages = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        messages = cursor.fetchall()
+    scheme = ("fts_error_category", "error_scope", "failure_phase")
+    fts = failed.values_list(*link, *scheme).annotate(n=Count("id")).order_by(*link, "-n", *scheme)
+    hourly = (
+        failed.annotate(hour=TruncHour("end"), category=F("error_category"))
+        .values_list("category", "hour")
+        .annotate(n=Count("id"))
+        .order_by("category", "hour")
+    )
+    return FailureRows(counts=list(counts), messages=list(messages), fts=list(fts), hourly=list(hourly))
+
+
+def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> ChallengeFailures:
+    """Counts per category, per FTS category, scope and phase, and the most common messages per link and mode,
+    and failures per hour and category, of these experiments only (see challenge_failed_records): from the stored
+    counts (results.failure_counts, a few rows whatever the number of records), or from the records when the
+    counts do not hold them all (a bulk load without failure_counts_rebuild), which the result says."""
+    if experiment_ids is not None and not experiment_ids:  # no experiment to read (and an empty IN cannot be SQL)
+        return ChallengeFailures(links=[], categories=[], hourly={})
+    if failure_counts_complete(challenge.pk):
+        rows = failure_rows_stored(challenge_id=challenge.pk, experiment_ids=experiment_ids, top=TOP_MESSAGES)
+        computed = STORED
+    else:
+        rows = _failure_rows_from_records(challenge_failed_records(challenge=challenge, experiment_ids=experiment_ids))
+        computed = FROM_RECORDS
     names = dict(Site.objects.values_list("id", "name"))
     links: dict[tuple[Any, ...], LinkCauses] = {}
 
-    def link_of(row: dict[str, Any]) -> LinkCauses:
-        key = tuple(row[name] for name in link)
+    def link_of(row: tuple[Any, ...]) -> LinkCauses:
+        key = tuple(row[:3])
         if key not in links:
             links[key] = LinkCauses(
-                source=names.get(row["source_site_id"], "unknown"),
-                destination=names.get(row["destination_site_id"], "unknown"),
-                mode=row["mode"],
+                source=names.get(row[0], "unknown"), destination=names.get(row[1], "unknown"), mode=row[2]
             )
         return links[key]
 
     present: set[str] = set()
-    for row in counts:
-        link_of(row).counts[row["error_category"]] = row["n"]
-        present.add(row["error_category"])
-    for row in messages:
-        link_of(row).messages.append((row["message"], row["n"]))
-    scheme = ("fts_error_category", "error_scope", "failure_phase")
-    for row in (
-        failed.values(*link, *scheme).annotate(n=Count("id")).order_by(*link, "-n", *scheme)  # type: ignore[misc]
-    ):
-        link_of(row).fts_causes.append((*(row[name] for name in scheme), row["n"]))  # type: ignore[arg-type]
+    for row in rows.counts:
+        link_of(row).counts[row[3]] = row[4]
+        present.add(row[3])
+    for row in rows.messages:
+        link_of(row).messages.append((row[3], row[4]))
+    for row in rows.fts:
+        link_of(row).fts_causes.append((row[3], row[4], row[5], row[6]))
     hourly: dict[str, list[tuple[datetime, int]]] = {}
-    for row in (
-        failed.annotate(hour=TruncHour("end"), category=F("error_category"))
-        .values("hour", "category")
-        .annotate(n=Count("id"))
-        .order_by("category", "hour")
-    ):
-        hourly.setdefault(row["category"], []).append((row["hour"], row["n"]))
+    for category, hour, n in rows.hourly:
+        hourly.setdefault(category, []).append((hour, n))
     choices = [(UNCATEGORISED, "not categorised"), *ErrorCategory.choices]
     return ChallengeFailures(
         links=sorted(links.values(), key=lambda item: (-item.total, item.source, item.destination, item.mode)),
         categories=[(value, str(label)) for value, label in choices if value in present],
         hourly={value: hourly[value] for value, _ in choices if value in hourly},
+        computed=computed,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import MD5
 
 from sites.models import Experiment, Site, StorageEndpoint
 from sites.roles import ExperimentRestrictedQuerySet
@@ -450,3 +451,98 @@ class RetiredMonth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} retired {self.retired_at:%Y-%m-%d}"
+
+
+# --- the failure causes' stored counts (results.failure_counts keeps and reads them) ------------------------------
+
+
+class FailureKey(models.Model):
+    """What the failure-causes page selects by: the activity the failed records count for and their experiment
+    (NULL: none), as stored on the records."""
+
+    activity_id = models.BigIntegerField()
+    experiment_id = models.BigIntegerField(null=True)
+    failures = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class FailureCount(FailureKey):
+    """Failed records per link (NULL site: not matched), mode, portal category and FTS category / scope / phase."""
+
+    source_site_id = models.BigIntegerField(null=True)
+    destination_site_id = models.BigIntegerField(null=True)
+    mode = models.CharField(max_length=16, blank=True)
+    error_category = models.CharField(max_length=24, blank=True)
+    fts_error_category = models.CharField(max_length=64, blank=True)
+    error_scope = models.CharField(max_length=64, blank=True)
+    failure_phase = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "activity_id",
+                    "experiment_id",
+                    "source_site_id",
+                    "destination_site_id",
+                    "mode",
+                    "error_category",
+                    "fts_error_category",
+                    "error_scope",
+                    "failure_phase",
+                ],
+                name="failure_count_unique_key",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_site_id}->{self.destination_site_id} {self.error_category}: {self.failures}"
+
+
+class FailureHour(FailureKey):
+    """Failed records per hour (UTC) of their end and portal category: the page's hourly figure."""
+
+    hour = models.DateTimeField()
+    error_category = models.CharField(max_length=24, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["activity_id", "experiment_id", "hour", "error_category"],
+                name="failure_hour_unique_key",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H:00} {self.error_category}: {self.failures}"
+
+
+class FailureMessage(FailureKey):
+    """Failed records per link, mode and message key (the message with its URLs replaced by <url>, whole: unique
+    by its md5)."""
+
+    source_site_id = models.BigIntegerField(null=True)
+    destination_site_id = models.BigIntegerField(null=True)
+    mode = models.CharField(max_length=16, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                F("activity_id"),
+                F("experiment_id"),
+                F("source_site_id"),
+                F("destination_site_id"),
+                F("mode"),
+                MD5("message"),
+                name="failure_message_unique_key",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_site_id}->{self.destination_site_id} {self.message[:40]}: {self.failures}"

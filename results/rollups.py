@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from .failure_counts import failure_counts_add
 from .link_intervals import link_intervals_add, link_intervals_take_out
 from .partitions import months_retired
 
@@ -204,14 +205,16 @@ WHERE (r.activity_id, r.flow, r.site_id, r.peer_id, r.hour, r.experiment_id)
 
 ROLLUP_COLUMNS = (
     'experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes, '
-    "error_message, run_id"  # for the matrix's unions (results.link_intervals)
+    "error_message, run_id, "  # for the matrix's unions (results.link_intervals)
+    "error_category, fts_error_category, error_scope, failure_phase"  # and the failure causes (results.failure_counts)
 )
 
 
 def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -> int:
     """Add (sign=1) or take out (sign=-1) the contributions of the records selected by `records` (a SELECT giving
     at least ROLLUP_COLUMNS) to the rollups, computed in SQL like the rebuild; raises the rollup versions of
-    their experiments; the matrix's unions (results.link_intervals) move with them. Call inside the transaction that
+    their experiments; the matrix's unions (results.link_intervals) and the failure causes' counts
+    (results.failure_counts) move with them. Call inside the transaction that
     changed the records: a take-out before they change, the add after (which also settles the take-out's unions;
     without an add, call link_intervals_settle). Returns the per-minute rows touched."""
     if sign not in (1, -1):
@@ -232,6 +235,7 @@ def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -
         link_intervals_add(records=records, params=params)
     else:
         link_intervals_take_out(records=records, params=params)
+    failure_counts_add(records=records, params=params, sign=sign)
     return rows
 
 

@@ -228,7 +228,7 @@ def test_the_causes_take_a_bounded_number_of_queries(world: dict[str, Any], djan
     records = [failed(world, "Connection timed out", mode=mode) for mode in ("pull", "push", "streamed")]
     failure_categorize_records(records)
     records_store(records=records)
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):
         assert len(failures_for_challenge(challenge=world["challenge"]).links) == 3
 
 

@@ -5,11 +5,9 @@ once; and equal to a rebuild."""
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,77 +15,16 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from challenges.models import Activity, Challenge, Target
+from challenges.models import Activity, Target
 from results.attribution import records_reattribute, scope_everything
 from results.link_intervals import link_intervals_add, link_intervals_settle
 from results.matrix import matrix_for_challenge
 from results.models import LinkInterval, LinkTotals, TransferRecord
 from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.services import records_store
-from runs.models import Run
-from sites.models import Experiment, Site
 
 from .link_rows import assert_unions_as_rebuilt, link_rows
-
-T0 = datetime(2023, 5, 8, tzinfo=UTC)
-GB = 10**9
-_ids = itertools.count()
-MESSAGES = ["", "Connection timed out", "Checksum mismatch", "TRANSFER [5] No such file", "a" * 400]
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def make_world() -> dict[str, Any]:
-    atlas, cms = Experiment.objects.create(name="ATLAS"), Experiment.objects.create(name="CMS")
-    sites = [Site.objects.create(name=name, tier=1, country="CH") for name in ("CERN", "CNAF", "KIT")]
-    challenge = Challenge.objects.create(name="DC", slug="dc", start=T0, end=T0 + timedelta(days=2))
-    activities = []
-    # Two ATLAS activities whose windows overlap, one CMS: records across an edge count whole for one of them.
-    for experiment, start, end in ((atlas, 0, 86400), (atlas, 43200, 172800), (cms, 0, 172800)):
-        activity = Activity.objects.create(
-            challenge=challenge,
-            name=f"{experiment.name} {start}",
-            experiment=experiment,
-            mode="T1-T1",
-            kind="transfer",
-            start=at(start),
-            end=at(end),
-        )
-        for source, destination in itertools.permutations(sites, 2):
-            Target.objects.create(activity=activity, link_from=source, link_to=destination, rate=GB)
-        activities.append(activity)
-    runs = [Run.objects.create(activity=activities[0], kind="transfer") for _ in range(2)]
-    return {"atlas": atlas, "cms": cms, "sites": sites, "challenge": challenge, "activities": activities, "runs": runs}
-
-
-def random_record(world: dict[str, Any], rng: random.Random) -> TransferRecord:
-    """A transfer of 0 s to 3 h (a few of no length), often overlapping others of its link, some across the
-    activities' windows or outside them, some of an unknown site, ok / failed / cancelled, some of a portal run."""
-    start = rng.uniform(-7200, 180000)
-    duration = rng.choice([0, 0.000001, rng.uniform(1, 600), rng.uniform(600, 10800)])
-    state = rng.choices(["ok", "failed", "cancelled"], weights=[8, 3, 1])[0]
-    source, destination = (
-        rng.sample([*world["sites"], None], 2) if rng.random() < 0.1 else rng.sample(world["sites"], 2)
-    )
-    run = rng.choice(world["runs"]) if rng.random() < 0.1 else None
-    return TransferRecord(
-        experiment=world["cms"] if rng.random() < 0.3 else world["atlas"],
-        source_site=source,
-        destination_site=destination,
-        bytes=rng.randrange(0, 5 * GB) if state == "ok" else rng.choice([0, 10**6]),
-        start=at(start),
-        end=at(start + duration),
-        state=state,
-        error_message=rng.choice(MESSAGES) if state == "failed" else "",
-        mode=rng.choice(["pull", "push", ""]),
-        concurrency=rng.choice([None, 10, 40]),
-        origin="probe",
-        origin_id=f"r{next(_ids)}",
-        run=run,
-        activity=world["activities"][0] if run else None,  # a run's records count for its activity
-    )
+from .link_world import _ids, at, make_world, random_record
 
 
 def rows(cells: list[Any]) -> list[dict[str, Any]]:
