@@ -262,6 +262,18 @@ def records_generate(plan: dict[str, Any], records: int) -> float:
     return time.perf_counter() - began
 
 
+def _rebuilt(rebuild: Callable[[], int], tables: tuple[str, ...]) -> tuple[float, int]:
+    """Run one bulk rebuild and VACUUM ANALYZE what it wrote: its seconds and the rows it reports."""
+    from django.db import connection
+
+    began = time.perf_counter()
+    rows = rebuild()
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"VACUUM ANALYZE {table}")
+    return time.perf_counter() - began, rows
+
+
 def build(records: int) -> dict[str, Any]:
     """The whole load, timed step by step; returns the plan."""
     from django.db import connection
@@ -282,28 +294,17 @@ def build(records: int) -> dict[str, Any]:
         cursor.execute("ANALYZE")  # every table: the plan's too (a fresh challenge_activity misleads the planner)
     indexed = time.perf_counter() - began
     print(f"indexes, foreign keys and key index made again: {indexed:.1f} s", flush=True)
-    began = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute("SET work_mem = '256MB'")  # the rebuild's aggregate in memory (the session's, this process)
-    rows = rollups_rebuild()
-    with connection.cursor() as cursor:
-        for table in ("results_raterollup", "results_raterolluphour", "results_flowrollup"):
-            cursor.execute(f"VACUUM ANALYZE {table}")
-    rolled = time.perf_counter() - began
+    rolled, rows = _rebuilt(rollups_rebuild, ("results_raterollup", "results_raterolluphour", "results_flowrollup"))
     print(f"rollups rebuilt in bulk: {rolled:.1f} s ({rows:,} minute rows)")
-    began = time.perf_counter()
-    islands = link_intervals_rebuild()
-    with connection.cursor() as cursor:
-        for table in ("results_linktotals", "results_linkinterval", "results_linkerror"):
-            cursor.execute(f"VACUUM ANALYZE {table}")
-    unions = time.perf_counter() - began
+    unions, islands = _rebuilt(
+        link_intervals_rebuild, ("results_linktotals", "results_linkinterval", "results_linkerror")
+    )
     print(f"the matrix's unions rebuilt in bulk: {unions:.1f} s ({islands:,} intervals)")
-    began = time.perf_counter()
-    failed = failure_counts_rebuild()
-    with connection.cursor() as cursor:
-        for table in ("results_failurecount", "results_failurehour", "results_failuremessage"):
-            cursor.execute(f"VACUUM ANALYZE {table}")
-    counted = time.perf_counter() - began
+    counted, failed = _rebuilt(
+        failure_counts_rebuild, ("results_failurecount", "results_failurehour", "results_failuremessage")
+    )
     print(f"the failure causes' counts rebuilt in bulk: {counted:.1f} s ({failed:,} failed records)")
     total = loaded + indexed + rolled + unions + counted
     print(

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..certs import Pki
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -133,3 +137,23 @@ class EndpointStatus:
     endpoint: Endpoint
     running: bool
     answers: bool
+
+
+class TestbedPart:
+    """What each part of Testbed (its servers, its tokens) uses of the whole: the Testbed class gives it."""
+
+    config: TestbedConfig
+    dir: Path
+    pki: Pki
+
+    def ports(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    def _pidfile(self, process: str) -> Path:
+        raise NotImplementedError
+
+    def _log(self, process: str) -> Path:
+        raise NotImplementedError
+
+    def endpoint(self, name: str) -> Endpoint:
+        raise NotImplementedError

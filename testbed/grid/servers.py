@@ -11,7 +11,6 @@ from pathlib import Path
 
 from common import processes
 
-from ..certs import Pki
 from .config import (
     IPERF3_SERVERS,
     NGINX_USER,
@@ -21,25 +20,12 @@ from .config import (
     TAPE_SITE,
     XROOTD_USER,
     DiskSite,
-    TestbedConfig,
+    TestbedPart,
 )
 
 
-class ServersMixin:
+class ServersMixin(TestbedPart):
     """The server side of Testbed: how each process is configured and started."""
-
-    config: TestbedConfig
-    dir: Path
-    pki: Pki
-
-    def ports(self) -> dict[str, int]:
-        raise NotImplementedError
-
-    def _pidfile(self, process: str) -> Path:
-        raise NotImplementedError
-
-    def _log(self, process: str) -> Path:
-        raise NotImplementedError
 
     def token_wrapped(self, argv: list[str]) -> list[str]:
         raise NotImplementedError

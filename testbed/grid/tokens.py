@@ -21,29 +21,15 @@ from pathlib import Path
 
 from common import processes
 
-from ..certs import Pki
 from ..issuer import IssuerFiles, issuer_files_ensure
-from .config import REPO, XROOTD_USER, TestbedConfig
+from .config import REPO, XROOTD_USER, TestbedPart
 
 SYSTEM_CERTS = Path("/etc/ssl/certs")
 SYSTEM_BUNDLE = SYSTEM_CERTS / "ca-certificates.crt"
 
 
-class TokensMixin:
+class TokensMixin(TestbedPart):
     """The token side of Testbed: its issuer process and the XRootD configuration lines that check tokens."""
-
-    config: TestbedConfig
-    dir: Path
-    pki: Pki
-
-    def ports(self) -> dict[str, int]:
-        raise NotImplementedError
-
-    def _pidfile(self, process: str) -> Path:
-        raise NotImplementedError
-
-    def _log(self, process: str) -> Path:
-        raise NotImplementedError
 
     @property
     def tokens_required(self) -> bool:

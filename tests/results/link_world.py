@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connection
+
 from challenges.models import Activity, Challenge, Target
 from results.models import TransferRecord
+from results.services import records_store
 from runs.models import Run
 from sites.models import Experiment, Site
 
@@ -72,3 +76,26 @@ def random_record(world: dict[str, Any], rng: random.Random) -> TransferRecord:
         run=run,
         activity=world["activities"][0] if run else None,  # a run's records count for its activity
     )
+
+
+def batches_stored_at_once(batches: list[list[TransferRecord]]) -> list[BaseException]:
+    """Store each batch through records_store on a connection of its own, all released at once by a barrier;
+    the errors they raised (none when all went well)."""
+    barrier = threading.Barrier(len(batches))
+    errors: list[BaseException] = []
+
+    def store(batch: list[TransferRecord]) -> None:
+        try:
+            barrier.wait(10)
+            records_store(records=batch)
+        except BaseException as exc:  # given back to the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=store, args=(batch,)) for batch in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return errors

@@ -7,14 +7,13 @@ the stored counts do not hold them all."""
 from __future__ import annotations
 
 import random
-import threading
 from datetime import date
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import Client
 
 from challenges.models import Activity, Target
@@ -26,7 +25,7 @@ from results.models import FailureCount, FailureHour, FailureMessage, FailureRul
 from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.services import records_store
 
-from .link_world import at, make_world, random_record
+from .link_world import at, batches_stored_at_once, make_world, random_record
 
 MESSAGES = [
     "Connection timed out",
@@ -168,23 +167,6 @@ def test_two_batches_stored_at_once_lose_no_count(monkeypatch: pytest.MonkeyPatc
     world = make_world()
     rng = random.Random(11)
     batches = [[failure_record(world, rng) for _ in range(200)] for _ in range(2)]
-    barrier = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def store(batch: list[TransferRecord]) -> None:
-        try:
-            barrier.wait(10)
-            records_store(records=batch)
-        except BaseException as exc:  # reported by the test below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=store, args=(batch,)) for batch in batches]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
+    assert batches_stored_at_once(batches) == []
     assert TransferRecord.objects.count() == 400
     assert_stored_give_the_records_numbers(world, monkeypatch)

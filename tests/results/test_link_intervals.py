@@ -24,7 +24,7 @@ from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.services import records_store
 
 from .link_rows import assert_unions_as_rebuilt, link_rows
-from .link_world import _ids, at, make_world, random_record
+from .link_world import _ids, at, batches_stored_at_once, make_world, random_record
 
 
 def rows(cells: list[Any]) -> list[dict[str, Any]]:
@@ -204,24 +204,7 @@ def test_two_batches_stored_at_once_on_one_link_keep_the_unions_a_rebuild_gives(
     world = make_world()
     rng = random.Random(11)
     batches = [[random_record(world, rng) for _ in range(200)] for _ in range(2)]
-    barrier = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def store(batch: list[TransferRecord]) -> None:
-        try:
-            barrier.wait(10)
-            records_store(records=batch)
-        except BaseException as exc:  # reported by the test below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=store, args=(batch,)) for batch in batches]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
+    assert batches_stored_at_once(batches) == []
     assert TransferRecord.objects.count() == 400
     assert TransferRecord.objects.filter(activity__isnull=False).count() > 200
     assert_unions_give_the_records_numbers(world)
