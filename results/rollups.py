@@ -11,6 +11,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from common.bulk import indexes_set_aside
+
 from .failure_counts import failure_counts_add
 from .link_intervals import link_intervals_add, link_intervals_take_out
 from .partitions import months_retired
@@ -99,16 +101,13 @@ FLOW_MINUTES = """
 SELECT experiment_id, activity_id, flow, site_id, peer_id, minute, sum(bytes) AS bytes, sum(files_ok)::int AS files_ok,
        sum(files_failed)::int AS files_failed
 FROM (
-    SELECT experiment_id, coalesce(activity_id, 0) AS activity_id, 'in' AS flow, destination_site_id AS site_id,
-           0 AS peer_id, minute, bytes, files_ok, files_failed
-    FROM ({minutes}) AS m WHERE destination_site_id IS NOT NULL
-    UNION ALL
-    SELECT experiment_id, coalesce(activity_id, 0), 'out', source_site_id, 0, minute, bytes, files_ok, files_failed
-    FROM ({minutes}) AS m WHERE source_site_id IS NOT NULL
-    UNION ALL
-    SELECT experiment_id, coalesce(activity_id, 0), 'link', source_site_id, destination_site_id, minute, bytes,
-           files_ok, files_failed
-    FROM ({minutes}) AS m WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL
+    -- each row of {minutes} read once, counted into its destination ('in'), its source ('out') and its link
+    SELECT m.experiment_id, coalesce(m.activity_id, 0) AS activity_id, f.flow, f.site_id, f.peer_id, m.minute,
+           m.bytes, m.files_ok, m.files_failed
+    FROM ({minutes}) AS m
+    CROSS JOIN LATERAL (VALUES ('in', m.destination_site_id, 0::bigint), ('out', m.source_site_id, 0::bigint),
+                               ('link', m.source_site_id, m.destination_site_id)) AS f (flow, site_id, peer_id)
+    WHERE f.site_id IS NOT NULL AND f.peer_id IS NOT NULL
 ) AS flows
 WHERE experiment_id IS NOT NULL
 GROUP BY experiment_id, activity_id, flow, site_id, peer_id, minute
@@ -123,9 +122,8 @@ SELECT experiment_id, activity_id, flow, site_id, peer_id, hour,
        results_minute_array(array_agg(at_minute), array_agg(files_failed)) AS files_failed,
        sum(files_ok)::int AS hour_files_ok, sum(files_failed)::int AS hour_files_failed
 FROM (
-    SELECT *, date_trunc('hour', minute, 'UTC') AS hour,
-           ((date_part('epoch', minute) - date_part('epoch', date_trunc('hour', minute, 'UTC'))) / 60)::int
-               AS at_minute
+    SELECT *, date_bin('1 hour', minute, '2000-01-01 00:00+00') AS hour,
+           (mod(extract(epoch FROM minute)::bigint, 3600) / 60)::int AS at_minute
     FROM ({FLOW_MINUTES}) AS per_minute
 ) AS per_hour
 GROUP BY experiment_id, activity_id, flow, site_id, peer_id, hour
@@ -267,12 +265,14 @@ FROM (
     WHERE r.state IN ('ok', 'failed')
 ) AS parts
 GROUP BY minute, experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency
+ORDER BY minute  -- stored in time order: a range of minutes (the flow rebuild's days, the rates) reads few pages
 """
 
 
+# One day of minutes at a time (whole UTC hours: the days' rows never meet), each day's sort in memory.
 FLOW_REBUILD = f"""
 INSERT INTO results_flowrollup ({_FLOW_COLUMNS})
-{FLOW_HOURS.format(minutes="SELECT * FROM results_raterollup")}
+{FLOW_HOURS.format(minutes="SELECT * FROM results_raterollup WHERE minute >= %(day)s AND minute < %(next)s")}
 """
 
 RATE_HOURS_REBUILD = f"""
@@ -281,22 +281,39 @@ INSERT INTO results_raterolluphour ({_RATE_HOUR_COLUMNS})
 """
 
 
+ROLLUP_TABLES = ("results_raterollup", "results_raterolluphour", "results_flowrollup")
+
+
 @transaction.atomic
 def rollups_rebuild() -> int:
     """Recompute the rollups from the records (after bulk loads or re-matching sites). Returns the rows of the
-    per-minute rollup. Refused once raw records were retired (results.retention): their rollups would be lost."""
+    per-minute rollup. Refused once raw records were retired (results.retention): their rollups would be lost.
+
+    A bulk rebuild: the tables are emptied and their indexes set aside while they are filled, then built again
+    (about 4 times faster at a million records than keeping 5 indexes up to date row by row). Until it commits,
+    readers of the rollups (rates, matrix, now board) wait rather than see the old numbers."""
     with connection.cursor() as cursor:
         retired = months_retired(cursor)
         if retired:
             raise RuntimeError(f"cannot rebuild the rollups: the raw records of {retired} were retired")
-        cursor.execute("LOCK TABLE results_raterollup, results_raterolluphour, results_flowrollup IN EXCLUSIVE MODE")
-        cursor.execute("DELETE FROM results_raterollup")
+        cursor.execute(f"TRUNCATE {', '.join(ROLLUP_TABLES)}")
+        again = {table: indexes_set_aside(cursor, table) for table in ROLLUP_TABLES}
+        # The aggregates and index builds of one operator's command, in memory rather than spilled.
+        cursor.execute("SET LOCAL work_mem = '256MB'")
+        cursor.execute("SET LOCAL maintenance_work_mem = '512MB'")
         cursor.execute(REBUILD)
         rows = int(cursor.rowcount)
-        cursor.execute("DELETE FROM results_raterolluphour")
+        for statement in again.pop("results_raterollup"):  # its index on minute first: the days below read it
+            cursor.execute(statement)
+        cursor.execute("ANALYZE results_raterollup")
         cursor.execute(RATE_HOURS_REBUILD)
-        cursor.execute("DELETE FROM results_flowrollup")
-        cursor.execute(FLOW_REBUILD)
+        cursor.execute("SELECT date_trunc('day', min(minute), 'UTC'), max(minute) FROM results_raterollup")
+        day, last = cursor.fetchone()
+        while day is not None and day <= last:
+            cursor.execute(FLOW_REBUILD, {"day": day, "next": day + timedelta(days=1)})
+            day += timedelta(days=1)
+        for statement in again["results_raterolluphour"] + again["results_flowrollup"]:
+            cursor.execute(statement)
         cursor.execute("SELECT DISTINCT experiment_id FROM results_transferrecord")
         experiments = [row[0] for row in cursor.fetchall()]
         cursor.execute("SELECT experiment_id FROM results_rollupversion")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import IntegrityError, connection, transaction
 
 from challenges.models import Activity, Challenge, Target
 from results.models import RateRollup, RollupVersion, TransferRecord
@@ -272,6 +273,33 @@ def test_the_sql_rebuild_gives_the_same_rollups_as_the_incremental_ones(world: d
     assert all(incremental.values())
     rollups_rebuild()
     assert rollup_tables() == incremental
+
+
+def rollup_indexes() -> list[tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid IN ('results_raterollup'::regclass, 'results_raterolluphour'::regclass, "
+            "'results_flowrollup'::regclass) ORDER BY 1"
+        )
+        return cursor.fetchall()
+
+
+def test_the_rebuild_sets_the_indexes_aside_and_makes_them_again(world: dict[str, Any]) -> None:
+    before = rollup_indexes()
+    assert len(before) >= 8  # the primary keys, the unique keys, the minute rollup's indexes by experiment and site
+    records_store(records=[record(world, start=at(0), end=at(3), size=GB)])
+    incremental = rollup_tables()
+    rollups_rebuild()
+    assert rollup_indexes() == before
+    assert rollup_tables() == incremental
+    # the unique keys are constraints again: a second row of a key is refused
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO results_raterollup (minute, experiment_id, activity_id, source_site_id, destination_site_id, "
+            "mode, concurrency, bytes, files_ok, files_failed) SELECT minute, experiment_id, activity_id, "
+            "source_site_id, destination_site_id, mode, concurrency, 0, 0, 0 FROM results_raterollup LIMIT 1"
+        )
 
 
 @pytest.mark.parametrize(
