@@ -200,16 +200,10 @@ def indexes_drop() -> list[str]:
     returns the statements that make them again."""
     from django.db import connection
 
-    again = []
+    from common.bulk import indexes_set_aside
+
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "WHERE i.indrelid = 'results_transferrecord'::regclass AND NOT i.indisprimary"
-        )
-        for name, definition in cursor.fetchall():
-            cursor.execute(f'DROP INDEX "{name}"')
-            # A partitioned table's index is defined "ON ONLY" the parent: made so, it would cover no partition.
-            again.append(definition.replace(" ON ONLY ", " ON ", 1))
+        again = indexes_set_aside(cursor, "results_transferrecord")
         cursor.execute(
             "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
             "WHERE conrelid = 'results_transferrecord'::regclass AND contype = 'f'"

@@ -90,6 +90,10 @@ def test_the_rollups_are_not_rebuilt_once_records_were_retired(may_records: Expe
     with pytest.raises(RuntimeError, match="matrix's unions: the raw records of 2019-05 were retired"):
         link_intervals_rebuild()
     assert LinkInterval.objects.count() == islands
+    for command in ("rollups_rebuild", "link_intervals_rebuild", "failure_counts_rebuild"):  # said, no traceback
+        with pytest.raises(CommandError, match="raw records of 2019-05 were retired"):
+            call_command(command)
+    assert RateRollup.objects.exists() and LinkInterval.objects.count() == islands
 
 
 def test_the_records_page_says_which_months_were_retired_and_when(may_records: Experiment) -> None:

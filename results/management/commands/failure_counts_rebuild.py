@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from results.failure_counts import failure_counts_rebuild
 
@@ -16,5 +16,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         began = time.perf_counter()
-        failed = failure_counts_rebuild()
+        try:
+            failed = failure_counts_rebuild()
+        except RuntimeError as exc:  # raw records were retired
+            raise CommandError(str(exc)) from exc
         self.stdout.write(f"{failed} failed records counted in {time.perf_counter() - began:.1f} s")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from results.link_intervals import link_intervals_rebuild
 
@@ -16,5 +16,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         began = time.perf_counter()
-        islands = link_intervals_rebuild()
+        try:
+            islands = link_intervals_rebuild()
+        except RuntimeError as exc:  # raw records were retired
+            raise CommandError(str(exc)) from exc
         self.stdout.write(f"{islands} intervals stored in {time.perf_counter() - began:.1f} s")
