@@ -314,7 +314,8 @@ def rollups_rebuild() -> int:
             day += timedelta(days=1)
         for statement in again["results_raterolluphour"] + again["results_flowrollup"]:
             cursor.execute(statement)
-        cursor.execute("SELECT DISTINCT experiment_id FROM results_transferrecord")
+        # every experiment with rows now (the hourly rollup: small) or before (it has a version)
+        cursor.execute("SELECT DISTINCT experiment_id FROM results_raterolluphour")
         experiments = [row[0] for row in cursor.fetchall()]
         cursor.execute("SELECT experiment_id FROM results_rollupversion")
         experiments += [None if row[0] == 0 else row[0] for row in cursor.fetchall()]
