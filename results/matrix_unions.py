@@ -29,23 +29,20 @@ WITH totals AS MATERIALIZED (
                  unnest(runs) AS run
           FROM results_linktotals WHERE {where} AND cardinality(runs) > 0) AS of_keys
     GROUP BY 1, 2, 3, 4
-), marked AS (
+), reached AS (
+    -- in each cell, its islands by start: how far the earlier ones reached
     SELECT s, d, mode, concurrency, start, "end",
-           CASE WHEN start <= max("end") OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end"
-                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                THEN 0 ELSE 1 END AS opens
+           max("end") OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end"
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reached
     FROM (SELECT source_site_id AS s, destination_site_id AS d, {mode} AS mode, {concurrency} AS concurrency,
                  start, "end"
           FROM results_linkinterval WHERE {where}) AS islands_of_keys
-), islands AS (
-    SELECT s, d, mode, concurrency, start, "end",
-           sum(opens) OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end" ROWS UNBOUNDED PRECEDING)
-               AS island
-    FROM marked
 ), active AS MATERIALIZED (
-    SELECT s, d, mode, concurrency, sum(seconds) AS active_seconds
-    FROM (SELECT s, d, mode, concurrency, extract(epoch FROM max("end") - min(start)) AS seconds
-          FROM islands GROUP BY s, d, mode, concurrency, island) AS spans
+    -- the union's length: what each island adds beyond the reach of those before it
+    SELECT s, d, mode, concurrency,
+           sum(extract(epoch FROM greatest("end" - greatest(start, coalesce(reached, start)), interval '0')))
+               AS active_seconds
+    FROM reached
     GROUP BY s, d, mode, concurrency
 ), errors AS MATERIALIZED (
     -- mode() WITHIN GROUP (ORDER BY message) of LINK_CELLS: the most frequent, the first in order among equals
@@ -109,12 +106,13 @@ def _cell(row: tuple[Any, ...], split: Sequence[str]) -> LinkCell:
 
 
 UNION_COUNTS = """
-SELECT (SELECT coalesce(sum(files_ok + files_failed), 0) FROM results_raterolluphour
-        WHERE activity_id = ANY(%(activities)s)),
-       (SELECT coalesce(sum(files_ok + files_failed), 0) FROM results_raterolluphour
-        WHERE activity_id = ANY(%(activities)s) AND source_site_id IS NOT NULL AND destination_site_id IS NOT NULL),
+SELECT coalesce(sum(files_ok + files_failed), 0),
+       coalesce(sum(files_ok + files_failed)
+                    FILTER (WHERE source_site_id IS NOT NULL AND destination_site_id IS NOT NULL), 0),
        (SELECT coalesce(sum(files_ok + files_failed), 0) FROM results_linktotals
         WHERE activity_id = ANY(%(activities)s))
+FROM results_raterolluphour
+WHERE activity_id = ANY(%(activities)s)
 """
 
 
