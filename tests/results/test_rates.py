@@ -308,6 +308,23 @@ def test_the_rebuild_sets_the_indexes_aside_and_makes_them_again(world: dict[str
         )
 
 
+def test_the_rebuild_makes_the_flow_hours_day_by_day_across_midnights(world: dict[str, Any]) -> None:
+    day = 24 * 60
+    records_store(
+        records=[
+            record(world, start=at(-90), end=at(30), size=GB),  # over T0's midnight, into the hour after it
+            record(world, start=at(day - 1.5), end=at(day + 0.5), size=2 * GB, experiment="cms"),
+            record(world, start=at(3 * day + 59), end=at(3 * day + 61), size=GB),  # days later, over an hour
+            record(world, start=at(5 * day), end=at(5 * day), size=GB),  # instantaneous, on a midnight
+        ]
+    )
+    incremental = rollup_tables()
+    days = {row[0].date() for row in incremental["flow"]}  # its minutes fall on five UTC days
+    assert days == {(T0 + timedelta(days=n)).date() for n in (-1, 0, 1, 3, 5)}
+    rollups_rebuild()
+    assert rollup_tables() == incremental
+
+
 @pytest.mark.parametrize(
     ("stable", "peak", "average", "verdict"),
     [(2.0, 3.0, 1.0, "met"), (1.0, 2.0, 1.0, "partly"), (1.0, 1.5, 1.0, "missed")],
