@@ -1,6 +1,6 @@
-"""The two array functions of the flow rollup (0007) in PL/pgSQL: the same results, but the SQL versions planned and
-ran a join and a sort per call, which made most of a bulk rebuild (98 of 110 s for the flow hours of a million
-records) and part of every batch's upsert. The arrays always hold 60 minutes."""
+"""The two array functions of the flow rollup (0007) in PL/pgSQL: the same results, but the SQL versions ran a join and
+a sort per call. The flow hours of a million records took 96 s with them, 58 s with these, 42 s with plain array_agg
+and no function (the query's own part). The arrays always hold 60 minutes."""
 
 from django.db import migrations
 
