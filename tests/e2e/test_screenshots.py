@@ -156,11 +156,13 @@ def test_the_handbook_screenshots_of_a_challenge_week(live_server: Any, browser:
     page.goto(f"{base}/results/{slug}/")
     page.wait_for_selector("table.rates")
     assert page.locator("table.rates tbody tr").count() == 5
-    overflow = page.evaluate(
+    overflow, widths = page.evaluate(
         "() => { const box = document.querySelector('table.rates').parentElement;"
-        " return box.scrollWidth - box.clientWidth; }"
+        " const cells = [...document.querySelectorAll('table.rates tbody tr:first-child td')];"
+        " return [box.scrollWidth - box.clientWidth,"
+        " cells.map(c => Math.round(c.getBoundingClientRect().width) + ':' + c.innerText.slice(0, 30))]; }"
     )
-    assert overflow <= 0, f"with windows running, the table is {overflow} px wider than its box at 1280 px"
+    assert overflow <= 0, f"with windows running, the table is {overflow} px wider than its box at 1280 px: {widths}"
     screenshot_take(page, "results")
 
     page.goto(f"{base}/results/{slug}/targets/{week.steady.pk}/")
