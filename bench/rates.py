@@ -211,7 +211,7 @@ def main() -> None:
     from django.core.cache import cache
     from django.db import connection
 
-    from results.rates import challenge_targets, flow_minutes, targets_rates_compute
+    from results.targets.rates import challenge_targets, flow_minutes, targets_rates_compute
 
     def timed(call: Callable[[], object], *, cold: bool) -> list[float]:
         """Timings of `repeat` calls; cold: the cache emptied before each (not timed), warm: after one untimed

@@ -2,7 +2,8 @@
 resolve. Evaluated every minute by beat (`live.alerts_evaluate`) and by `manage.py alerts_evaluate`.
 
 Conditions (thresholds per challenge, live.thresholds):
-- target_at_risk: a running target whose verdict is "at risk" or "will miss" (results.projection);
+- target_at_risk: a running target whose verdict is "at risk" or "will miss" (results.targets.figures; never a
+  network target, whose verdict comes from its iperf3 runs);
 - throughput_drop: a link, or a site target, whose last 15 minutes' rate is below drop_fraction of its mean over
   the hour before them (the perfSONAR / AAAS rule: |change| >= 50 %);
 - site_multi_drop: three or more links of one site dropping at once: one alert for the site instead of one per link
@@ -26,9 +27,9 @@ from django.db.models import Q, Sum
 from challenges.models import Challenge, Target
 from challenges.thresholds import Thresholds, challenge_thresholds
 from common.locks import advisory_lock
-from common.units import percent_text, rate_text
+from common.units import percent_text, rate_text, size_text
+from results.choices import VERDICTS_AT_RISK
 from results.models import RateRollup
-from results.projection import AT_RISK, WILL_MISS
 from sites.models import Site
 
 from .choices import AlertKind, AlertState
@@ -72,13 +73,13 @@ def _target_fields(target: Target) -> dict[str, Any]:
     }
 
 
-def _target_conditions(rows: list[TargetNow], thresholds: Thresholds) -> list[Condition]:
+def _target_conditions(rows: list[TargetNow], thresholds: Thresholds, at: datetime) -> list[Condition]:
     """target_at_risk, no_traffic and (for site targets: a link's are the link's own) throughput_drop."""
     found = []
     for row in rows:
         target = row.target
         name = f"{target.activity.name} ({target.activity.experiment.name}, {_place(target)})"
-        if row.verdict in (AT_RISK, WILL_MISS):
+        if row.figures.verdict in VERDICTS_AT_RISK:
             found.append(
                 Condition(
                     AlertKind.TARGET_AT_RISK,
@@ -99,7 +100,8 @@ def _target_conditions(rows: list[TargetNow], thresholds: Thresholds) -> list[Co
                 Condition(
                     AlertKind.NO_TRAFFIC,
                     f"target:{target.pk}",
-                    f"{name}: no transfer has ended for {minutes} minutes (it had moved {row.volume / 1e9:.3g} GB)",
+                    f"{name}: nothing moved for the last {minutes} minutes (as of {at:%H:%M} UTC; it had moved "
+                    f"{size_text(row.volume)})",
                     minutes * 60.0,
                     quiet * 60.0,
                     _target_fields(target),
@@ -254,8 +256,8 @@ def conditions_find(*, challenge: Challenge, at: datetime, thresholds: Threshold
             "activity__experiment", "activity__challenge", "site", "link_from", "link_to"
         )
     )
-    running = [row for row in targets_now(targets=targets, at=at, thresholds=thresholds) if row.minutes]
-    found = _target_conditions(running, thresholds)
+    running = [row for row in targets_now(challenge=challenge, targets=targets, at=at) if row.minutes]
+    found = _target_conditions(running, thresholds, at)
     stopped = [condition.fields["target"] for condition in found if condition.kind == AlertKind.NO_TRAFFIC]
     return found + _link_conditions(challenge, at, thresholds, stopped) + _source_conditions(challenge, at, thresholds)
 

@@ -17,13 +17,12 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 
 from challenges.models import Activity, Challenge, Target
-from challenges.thresholds import Thresholds, challenge_thresholds
 from ingest.consumer import consumer_lag
-from results.choices import Origin
+from results.choices import VERDICT_ORDER, Origin
 from results.models import RateRollup, TransferRecord
-from results.projection import ENDED, VERDICT_ORDER, target_projection
-from results.rates import flows_series, targets_rates_cached
 from results.rollups import minute_floor
+from results.targets.figures import figures_row, recent_rate, targets_figures
+from results.targets.rates import TargetRates
 from sites.models import Experiment, Site
 
 TREND_HOURS = 6
@@ -38,24 +37,42 @@ def board_minute(now: datetime | None = None) -> datetime:
 
 @dataclass
 class TargetNow:
-    """One target at `at` (bytes, bytes per second)."""
+    """One target at `at` on the board: its figures (results.targets.figures, the one definition every surface
+    reads) and the 6-hour trend drawn from the same minutes."""
 
-    target: Target
-    volume: float = 0.0
-    last_15min_rate: float = 0.0
-    last_hour_rate: float = 0.0
-    required_rate: float | None = None
-    projected_average_rate: float | None = None
-    verdict: str = ""
-    final_verdict: str | None = None
+    figures: TargetRates
     trend: list[tuple[datetime, float]] = field(default_factory=list)
-    # The minutes before `at` (oldest first) that the alerts read: bytes per minute over the trend's hours.
-    minutes: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def target(self) -> Target:
+        return self.figures.target
+
+    @property
+    def verdict(self) -> str:
+        return self.figures.verdict.value
+
+    @property
+    def volume(self) -> float:
+        return self.figures.volume
+
+    @property
+    def minutes(self) -> list[float]:
+        """The bytes of each minute before `at` (oldest first) over the trend's hours, inside the window."""
+        return self.figures.recent
 
     def recent_rate(self, minutes: int, *, skip: int = 0) -> float:
         """The mean rate of `minutes` minutes ending `skip` minutes before `at`."""
-        values = self.minutes[len(self.minutes) - skip - minutes : len(self.minutes) - skip]
-        return sum(values) / (minutes * 60) if minutes > 0 else 0.0
+        return recent_rate(self.minutes, minutes, skip=skip)
+
+    @property
+    def projected_average_rate(self) -> float | None:
+        so_far = self.figures.so_far
+        return so_far.projection.projected_average_rate if so_far is not None else None
+
+    @property
+    def required_rate(self) -> float | None:
+        so_far = self.figures.so_far
+        return so_far.projection.required_rate if so_far is not None else None
 
 
 def challenge_targets_visible(*, challenge: Challenge, user: Any) -> list[Target]:
@@ -68,74 +85,46 @@ def challenge_targets_visible(*, challenge: Challenge, user: Any) -> list[Target
     )
 
 
-def targets_now(*, targets: list[Target], at: datetime, thresholds: Thresholds) -> list[TargetNow]:
-    """The numbers of these targets at `at`, in two reads of the rollup (the windows so far, the last hours) and the
-    results table's cached rows for the targets that have ended."""
-    running = [t for t in targets if t.activity.start <= at < t.activity.end]
-    ended = [t for t in targets if t.activity.end <= at]
-    since = at - timedelta(hours=TREND_HOURS)
-    series = flows_series(
-        targets=running + running,
-        windows=[(t.activity.start, at) for t in running] + [(since, at) for _ in running],
-    )
-    so_far, recent = series[: len(running)], series[len(running) :]
-    rows: dict[int, TargetNow] = {}
-    for target, window, hours in zip(running, so_far, recent, strict=True):
-        now = TargetNow(target, volume=window.volume, minutes=hours.minutes)
-        now.last_15min_rate = now.recent_rate(15)
-        now.last_hour_rate = now.recent_rate(60)
-        projection = target_projection(
-            target_rate=target.rate,
-            start=target.activity.start,
-            end=target.activity.end,
-            at=at,
-            volume=now.volume,
-            last_hour_rate=now.last_hour_rate,
-            at_risk_fraction=thresholds.at_risk_fraction,
-        )
-        now.verdict, now.required_rate = projection.verdict, projection.required_rate
-        now.projected_average_rate = projection.projected_average_rate
-        width = TREND_BUCKET_MINUTES
-        now.trend = [
-            (hours.first + timedelta(minutes=index), sum(hours.minutes[index : index + width]) / (width * 60))
-            for index in range(0, len(hours.minutes), width)
+def targets_now(*, challenge: Challenge, targets: list[Target], at: datetime) -> list[TargetNow]:
+    """The board's rows of these targets at `at`: their figures with the trend's hours of minutes, worst first."""
+    figures = targets_figures(challenge=challenge, targets=targets, at=at, recent_minutes=TREND_HOURS * 60)
+    board = []
+    width = TREND_BUCKET_MINUTES
+    for row in figures:
+        minutes = row.recent
+        first = at - timedelta(minutes=len(minutes))
+        trend = [
+            (first + timedelta(minutes=index), sum(minutes[index : index + width]) / (width * 60))
+            for index in range(0, len(minutes), width)
         ]
-        rows[target.pk] = now
-    if ended:
-        challenge = ended[0].activity.challenge
-        finals = targets_rates_cached(
-            targets=ended, max_window=challenge.max_window, stable_window=challenge.stable_window
+        board.append(TargetNow(row, trend))
+    board.sort(
+        key=lambda row: (
+            row.figures.ended,
+            VERDICT_ORDER.get(row.figures.verdict, 9),
+            row.target.activity.start,
+            row.target.pk,
         )
-        for target, final in zip(ended, finals, strict=True):
-            rows[target.pk] = TargetNow(target, volume=final.volume, verdict=ENDED, final_verdict=final.verdict)
-    for target in targets:
-        if target.pk not in rows:
-            rows[target.pk] = TargetNow(target, verdict="not started")
-    board = [rows[target.pk] for target in targets]
-    board.sort(key=lambda row: (VERDICT_ORDER.get(row.verdict, 9), row.target.activity.start, row.target.pk))
+    )
     return board
 
 
-def challenge_site_ids(*, challenge: Challenge) -> set[int]:
-    """Every site the challenge's plan names: targets' sites and link ends, activities' sources."""
+def challenge_site_ids(*, challenge: Challenge, user: Any = None) -> set[int]:
+    """Every site the challenge's plan names (of the activities `user` may read, when given): targets' sites and link
+    ends, activities' sources."""
+    targets = Target.objects.filter(activity__challenge=challenge)
+    activities = challenge.activities.all()  # type: ignore[attr-defined]
+    if user is not None:
+        targets, activities = targets.restrict(user), activities.restrict(user)
     ids: set[int] = set()
-    for site, link_from, link_to in Target.objects.filter(activity__challenge=challenge).values_list(
-        "site_id", "link_from_id", "link_to_id"
-    ):
+    for site, link_from, link_to in targets.values_list("site_id", "link_from_id", "link_to_id"):
         ids.update(value for value in (site, link_from, link_to) if value)
-    ids.update(
-        value
-        for value in challenge.activities.values_list("source_id", flat=True)
-        if value  # type: ignore[attr-defined]
-    )
+    ids.update(value for value in activities.values_list("source_id", flat=True) if value)
     return ids
 
 
-def sites_now(*, challenge: Challenge, at: datetime, user: Any) -> list[dict[str, Any]]:
-    """Every site of the challenge: bytes per second in and out over the last hour, over all experiments (that
-    `user` may read) and per experiment (the per-site view that was missing after DC21)."""
-    site_ids = challenge_site_ids(challenge=challenge)
-    minutes = RateRollup.objects.restrict(user).filter(minute__gte=at - timedelta(hours=1), minute__lt=at)
+def _site_flows(minutes: Any, site_ids: set[int]) -> dict[tuple[int, str], dict[int | None, float]]:
+    """(site, in|out) -> experiment -> bytes of these rollup minutes."""
     flows: dict[tuple[int, str], dict[int | None, float]] = {}
     for side, column in (("in", "destination_site_id"), ("out", "source_site_id")):
         for site_id, experiment_id, moved in (
@@ -145,6 +134,18 @@ def sites_now(*, challenge: Challenge, at: datetime, user: Any) -> list[dict[str
             .values_list(column, "experiment_id", "moved")
         ):
             flows.setdefault((site_id, side), {})[experiment_id] = float(moved or 0.0)
+    return flows
+
+
+def sites_now(*, challenge: Challenge, at: datetime, user: Any) -> list[dict[str, Any]]:
+    """Every site of the challenge that `user` may see: bytes per second in and out over the last hour of the
+    challenge's own activities, over all experiments (that `user` may read) and per experiment; beside them, apart,
+    what moved there for no activity (ad hoc runs, records no activity claims), never added to the challenge's."""
+    site_ids = challenge_site_ids(challenge=challenge, user=user)
+    minutes = RateRollup.objects.restrict(user).filter(minute__gte=at - timedelta(hours=1), minute__lt=at)
+    activity_ids = list(challenge.activities.values_list("pk", flat=True))  # type: ignore[attr-defined]
+    flows = _site_flows(minutes.filter(activity_id__in=activity_ids), site_ids)
+    apart = _site_flows(minutes.filter(activity_id__isnull=True), site_ids)
     names = dict(Experiment.objects.values_list("pk", "name"))
     result = []
     for site in Site.objects.filter(pk__in=site_ids).order_by("name"):
@@ -163,6 +164,8 @@ def sites_now(*, challenge: Challenge, at: datetime, user: Any) -> list[dict[str
                     }
                     for pk in experiments
                 ],
+                "outside_in_rate_last_hour": sum(apart.get((site.pk, "in"), {}).values()) / 3600,
+                "outside_out_rate_last_hour": sum(apart.get((site.pk, "out"), {}).values()) / 3600,
             }
         )
     return result
@@ -200,28 +203,12 @@ def sources_now(*, challenge: Challenge, at: datetime, user: Any = None) -> list
 
 
 def target_row(row: TargetNow) -> dict[str, Any]:
-    """A target's object of the now board's API (and of its page)."""
-    target, activity = row.target, row.target.activity
-    link = None
-    if target.is_link:
-        link = {"source": target.link_from.name, "destination": target.link_to.name}  # type: ignore[union-attr]
-    return {
-        "target": target.pk,
-        "activity": activity.name,
-        "experiment": activity.experiment.name,
-        "site": target.site.name if target.site_id else None,  # type: ignore[union-attr]
-        "link": link,
-        "direction": target.direction or None,
-        "target_rate": target.rate,
-        "window_start": activity.start,
-        "window_end": activity.end,
-        "volume": row.volume,
-        "last_15min_rate": row.last_15min_rate,
-        "last_hour_rate": row.last_hour_rate,
-        "required_rate": row.required_rate,
-        "projected_average_rate": row.projected_average_rate,
-        "verdict": row.verdict,
-        "final_verdict": row.final_verdict,
+    """A target's object of the now board's API (and of its page): the row every surface gives
+    (results.targets.figures.figures_row) and the trend."""
+    figures = figures_row(row.figures)
+    return figures | {
+        "target": row.target.pk,  # the id under its older name, kept for clients of the first board
+        "final_verdict": figures["verdict"] if figures["window_ended"] else None,
         "trend": [{"at": at, "rate": rate} for at, rate in row.trend],
     }
 
@@ -231,11 +218,7 @@ def now_board(*, challenge: Challenge, user: Any, at: datetime | None = None) ->
     from .selectors import alerts_visible
 
     at = board_minute(at)
-    rows = targets_now(
-        targets=challenge_targets_visible(challenge=challenge, user=user),
-        at=at,
-        thresholds=challenge_thresholds(challenge=challenge),
-    )
+    rows = targets_now(challenge=challenge, targets=challenge_targets_visible(challenge=challenge, user=user), at=at)
     return {
         "at": at,
         "targets": [target_row(row) for row in rows],

@@ -401,7 +401,14 @@ EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)  # seconds: a mail server t
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="portal@localhost")
 # An alert's kinds and states are one choice set each wherever they appear (alerts, subscriptions, deliveries).
 _ENUM_NAMES: dict[str, str] = SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]  # type: ignore[assignment]
-_ENUM_NAMES.update({"AlertKindEnum": "live.choices.AlertKind", "AlertStateEnum": "live.choices.AlertState"})
+_ENUM_NAMES.update(
+    {
+        "AlertKindEnum": "live.choices.AlertKind",
+        "AlertStateEnum": "live.choices.AlertState",
+        "VerdictEnum": "results.choices.Verdict",
+        "DirectionEnum": "challenges.choices.Direction",
+    }
+)
 
 # FTS optimizer decisions: the STOMP destination `manage.py consume --format fts-optimizer` reads by default.
 INGEST_STOMP_OPTIMIZER_DESTINATION = env.str("INGEST_STOMP_OPTIMIZER_DESTINATION", default="/topic/fts.optimizer")

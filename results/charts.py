@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 from common.times import iso_utc
 
 from .markers import PlotMark
-from .rates import TargetRates
 from .selectors import RateSeries, ThroughputStats
+from .targets.rates import TargetRates
 
 GB = 1e9
 ACHIEVED = "#0b5cad"
@@ -267,10 +267,11 @@ def throughput_histogram(*, series: RateSeries, stats: ThroughputStats, target_r
             hovertemplate="%{x} GB/s: %{y} bins<extra></extra>",
         )
     )
-    lines = [("target", target_rate, TARGET, "dash")]
+    # The two labels on two heights: a mean close to the target would otherwise print over it.
+    lines = [("target", target_rate, TARGET, "dash", 1.0)]
     if stats.mean is not None:
-        lines.append(("mean", stats.mean, "#555", "dot"))
-    for name, rate, color, dash in lines:
+        lines.append(("mean", stats.mean, "#555", "dot", 0.9))
+    for name, rate, color, dash, height in lines:
         figure.add_shape(
             type="line",
             name=name,
@@ -282,7 +283,14 @@ def throughput_histogram(*, series: RateSeries, stats: ThroughputStats, target_r
             line={"color": color, "width": 2, "dash": dash},
         )
         figure.add_annotation(
-            x=rate / GB, y=1, yref="paper", text=name, showarrow=False, yanchor="bottom", font={"color": color}
+            x=rate / GB,
+            y=height,
+            yref="paper",
+            text=name,
+            showarrow=False,
+            yanchor="bottom",
+            bgcolor="rgba(255,255,255,0.8)",
+            font={"color": color},
         )
     figure.update_layout(
         height=320,

@@ -30,7 +30,7 @@ from .link_matrix import SPLITS, LinkCell, link_matrix
 from .matrix_rollup import matrix_exact_limit, rollup_cells, rollup_offered
 from .matrix_unions import union_cells, union_offered, union_transfers
 from .models import RollupVersion, TransferRecord
-from .rates import results_cache_get, results_cache_set
+from .targets.rates import results_cache_get, results_cache_set
 
 MatrixCell = LinkCell
 

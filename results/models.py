@@ -546,3 +546,40 @@ class FailureMessage(FailureKey):
 
     def __str__(self) -> str:
         return f"{self.source_site_id}->{self.destination_site_id} {self.message[:40]}: {self.failures}"
+
+
+# What a network target is measured by (results.targets.network): volume says nothing of a network target, since an
+# iperf3 run moves what the link takes for as long as it is asked to, so its figure is the rate it measured.
+class NetworkMeasurement(models.Model):
+    """The throughput one network run (iperf3) measured, over its real [start, end), towards the site of the host it
+    measured (None when no site registers that host: then it counts for every target of its activity)."""
+
+    run = models.OneToOneField(
+        "runs.Run", on_delete=models.CASCADE, related_name="network_measurement", db_constraint=False
+    )
+    # Like TransferRecord.activity: no constraint, the plan may change under it; a measurement of a deleted activity
+    # counts for nothing.
+    activity = models.ForeignKey(
+        "challenges.Activity", on_delete=models.DO_NOTHING, db_constraint=False, null=True, blank=True, related_name="+"
+    )
+    experiment = models.ForeignKey(
+        Experiment, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    host = models.CharField(max_length=255, blank=True)
+    rate = models.FloatField(help_text="bytes per second, iperf3's whole-run figure")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+
+    objects = ExperimentRestrictedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["end", "id"]
+        indexes = [models.Index(fields=["activity", "end"], name="network_measurement_activity")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(end__gte=models.F("start")), name="network_measurement_span"),
+            models.CheckConstraint(condition=models.Q(rate__gte=0), name="network_measurement_rate"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.rate * 8 / 1e9:.3g} Gb/s"

@@ -11,15 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet
-from django.utils import timezone
+from django.db.models import QuerySet
 
 from challenges.models import Challenge, Target
 
 from .models import TransferRecord
-from .projection import NOT_STARTED, Projection, SoFar, target_projection
-from .rates import TargetRates, challenge_targets, flows_series, targets_rates_cached, targets_rates_compute
-from .rollups import minute_floor
+from .targets.figures import challenge_figures, targets_figures
+from .targets.rates import TargetRates, challenge_targets
 
 BIN_CHOICES = (1, 5, 10, 60)  # minutes
 RECORD_RELATIONS = ("experiment", "source_site", "destination_site")
@@ -45,22 +43,6 @@ def targets_for_challenge(
     return targets if user is None else targets.restrict(user)  # type: ignore[attr-defined, no-any-return]
 
 
-def rates_for_targets(
-    *, challenge: Challenge, targets: Iterable[Target], with_minutes: bool = False
-) -> list[TargetRates]:
-    """Target versus achieved for the given targets of the challenge, with the challenge's windows: from the cache
-    of computed rows while the rollups have not changed (see results/rates.py), or with the per-minute series
-    plots need, when asked (always computed)."""
-    if with_minutes:
-        return targets_rates_compute(
-            targets=list(targets),
-            max_window=challenge.max_window,
-            stable_window=challenge.stable_window,
-            with_minutes=True,
-        )
-    return targets_rates_cached(targets=targets, max_window=challenge.max_window, stable_window=challenge.stable_window)
-
-
 def challenge_rates(
     *,
     challenge: Challenge,
@@ -68,57 +50,17 @@ def challenge_rates(
     activity: str | None = None,
     site: str | None = None,
     user: Any = None,
+    at: datetime | None = None,
 ) -> list[TargetRates]:
-    """Target versus achieved for every (filtered, visible) target of the challenge: one query for the targets,
-    one for the rollup versions and, for the rows not cached, one on the rollup (plus the raw records of the
-    partial minutes of windows that do not start and end on a minute)."""
-    targets = targets_for_challenge(challenge=challenge, experiment=experiment, activity=activity, site=site, user=user)
-    rates = rates_for_targets(challenge=challenge, targets=targets)
-    rates_so_far(rates=rates, at=minute_floor(timezone.now()))
-    runs_outside_windows(rates=rates)
-    return rates
+    """The figures of every (filtered, visible) target of the challenge (results.targets.figures, the one
+    definition): one query for the targets, one for the rollup versions, one on the rollup for the rows not cached
+    and the running ones, one for the network measurements."""
+    return challenge_figures(challenge=challenge, experiment=experiment, activity=activity, site=site, user=user, at=at)
 
 
-def rates_so_far(*, rates: list[TargetRates], at: datetime, at_risk_fraction: float = 0.8) -> None:
-    """Give each row whose window has not ended at `at` its numbers so far and its live verdict
-    (results.projection): the last hour's rate of the running ones read in one query."""
-    running = [row for row in rates if row.start <= at < row.end]
-    hours = flows_series(
-        targets=[row.target for row in running],
-        windows=[(max(at - timedelta(hours=1), row.start), at) for row in running],
-    )
-    for row, hour in zip(running, hours, strict=True):
-        last_hour = hour.volume / 3600
-        projection = target_projection(
-            target_rate=row.target.rate,
-            start=row.start,
-            end=row.end,
-            at=at,
-            volume=row.volume,
-            last_hour_rate=last_hour,
-            at_risk_fraction=at_risk_fraction,
-        )
-        row.so_far = SoFar(at, (at - row.start).total_seconds(), row.volume, last_hour, projection)
-    for row in rates:
-        if at < row.start:
-            row.so_far = SoFar(at, 0.0, 0.0, 0.0, Projection(NOT_STARTED, None, None))
-
-
-def runs_outside_windows(*, rates: list[TargetRates]) -> None:
-    """How many runs of each row's activity ran wholly outside its window (their records count for nothing), in one
-    query on the records of the activities' runs."""
-    activity_ids = {row.target.activity_id for row in rates}
-    if not activity_ids:
-        return
-    outside = Q(start__gte=F("activity__end")) | Q(end__lte=F("activity__start"))
-    counts = dict(
-        TransferRecord.objects.filter(activity_id__in=activity_ids, run__isnull=False)
-        .values("activity_id")
-        .annotate(runs=Count("run_id", distinct=True, filter=outside))
-        .values_list("activity_id", "runs")
-    )
-    for row in rates:
-        row.runs_outside_window = counts.get(row.target.activity_id, 0)
+def target_figures(*, challenge: Challenge, target: Target, at: datetime | None = None) -> TargetRates:
+    """One target's figures with every minute of its window (its page's plots)."""
+    return targets_figures(challenge=challenge, targets=[target], at=at, with_minutes=True)[0]
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,13 @@ from urllib.parse import urlsplit
 import psycopg.errors
 from django.db import OperationalError, connection, transaction
 
+from sites.models import NetworkHost
 from sites.selectors import endpoint_for_url
 
 from .attribution import batch_attribute_sql
 from .choices import Origin
 from .failures import failure_categorize_records, failure_categorize_rows
-from .models import ERROR_MESSAGE_LENGTH, OptimizerDecision, TransferRecord
+from .models import ERROR_MESSAGE_LENGTH, NetworkMeasurement, OptimizerDecision, TransferRecord
 from .partitions import partitions_for_ends
 from .record_keys import batch_claim_sql
 from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
@@ -227,3 +228,34 @@ def optimizer_decisions_store(*, rows: Sequence[DecisionRow]) -> StoreSummary:
             )
             stored += int(cursor.rowcount)
     return StoreSummary(stored=stored, duplicates=len(rows) - stored)
+
+
+def network_measurement_store(
+    *,
+    run_id: int,
+    activity_id: int | None,
+    experiment_id: int | None,
+    host: str,
+    port: int | None,
+    rate: float,
+    start: datetime,
+    end: datetime,
+) -> NetworkMeasurement:
+    """What a network run (iperf3) measured, as the figure of its activity's network targets: towards the site whose
+    network host is `host` (or host:port), none when the registry does not know it. Stored once per run: a second
+    store (a probe's message delivered twice) replaces the first."""
+    addresses = [host, f"{host}:{port}"] if port else [host]
+    host_row = NetworkHost.objects.filter(address__in=addresses).order_by("address").first()
+    measurement, _ = NetworkMeasurement.objects.update_or_create(
+        run_id=run_id,
+        defaults={
+            "activity_id": activity_id,
+            "experiment_id": experiment_id,
+            "site_id": host_row.site_id if host_row else None,
+            "host": host[:255],
+            "rate": rate,
+            "start": start,
+            "end": max(end, start),
+        },
+    )
+    return measurement

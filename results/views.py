@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,7 +26,8 @@ from reports.selectors import ReportMarker, outages_overlapping, report_markers
 from . import charts, selectors
 from .attribution import attribution_status
 from .markers import target_marks
-from .rates import TargetRates
+from .targets.figures import figures_row
+from .targets.rates import TargetRates
 
 FILTERS = ("experiment", "activity", "site")
 COMPARE_FILTERS = ("experiment", "site")
@@ -36,31 +37,59 @@ COMPARE_FILTERS = ("experiment", "site")
 
 
 RATE_COLUMNS = [
+    "id",
     "activity",
     "experiment",
     "mode",
+    "kind",
     "site",
     "link_from",
     "link_to",
     "direction",
+    "window_start",
+    "window_end",
+    "window_ended",
+    "at",
+    "measured_by",
     "target_rate",
+    "volume",
     "average_rate",
     "max_rate",
     "stable_rate",
-    "volume",
+    "last_15min_rate",
+    "last_hour_rate",
+    "required_rate",
+    "projected_average_rate",
     "files_ok",
     "files_failed",
     "failure_ratio",
     "verdict",
+    "runs_outside_window",
+    "network_runs",
+    "network_latest_rate",
+    "network_latest_at",
+    "network_best_rate",
+    "network_best_at",
+    "url",
 ]
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    """An API row with the link's ends as two columns."""
-    flat = {key: value for key, value in row.items() if key != "link"}
-    if "link" in row:
-        flat |= {"link_from": row["link"]["from"], "link_to": row["link"]["to"]}
-    return flat
+    """A row of figures_row as CSV columns: the link's ends and a network target's measurements as columns of their
+    own; `so_far` is left out (its figures are the row's own while the window runs)."""
+    flat = {key: value for key, value in row.items() if key not in ("link", "network", "so_far")}
+    link = row.get("link") or {}
+    flat |= {"link_from": link.get("from"), "link_to": link.get("to")}
+    network = row.get("network") or {}
+    latest, best = network.get("latest") or {}, network.get("best") or {}
+    flat |= {
+        "network_runs": network.get("runs"),
+        "network_latest_rate": latest.get("rate"),
+        "network_latest_at": latest.get("at"),
+        "network_best_rate": best.get("rate"),
+        "network_best_at": best.get("at"),
+    }
+    return {key: iso_utc(value) if isinstance(value, datetime) else value for key, value in flat.items()}
 
 
 def _filters(request: HttpRequest, names: Sequence[str]) -> dict[str, str | None]:
@@ -125,7 +154,6 @@ class RateRow:
     url: str
     # The site reports of the row's site (or of both ends of its link) that the reader may see.
     reports: tuple[ReportMarker, ...] = ()
-    uncounted: str = ""  # why transfers cannot measure this target (network, recall), and where it is measured
 
     @property
     def target(self) -> Target:
@@ -142,26 +170,16 @@ def _row_reports(target: Target, markers: dict[str, ReportMarker]) -> tuple[Repo
     return tuple(markers[site.name] for site in sites if site is not None and site.name in markers)
 
 
-# Kinds whose targets transfers cannot measure: the row says where their numbers are instead.
-UNCOUNTED_KINDS = {
-    "network": "a network target is measured by its activity's iperf3 runs (their throughput is on the run pages), "
-    "not by transfers",
-    "staging": "a recall (A-DT) is measured by its tape rate, in the Tape Challenge table, not by transfers",
-}
-
-
 def _rate_row(rates: TargetRates, slug: str, markers: dict[str, ReportMarker] | None = None) -> RateRow:
     target_rate = rates.target.rate
-    average = rates.so_far.average_rate if rates.so_far is not None else rates.average_rate
     return RateRow(
         rates=rates,
-        average=_cell(average, target_rate),
+        average=_cell(rates.average_rate, target_rate),
         peak=_cell(rates.max_rate, target_rate),
         stable=_cell(rates.stable_rate, target_rate),
-        volume=size_text(rates.volume),
+        volume="—" if rates.network is not None else size_text(rates.volume),
         url=reverse("results:target", args=[slug, rates.target.pk]),
         reports=_row_reports(rates.target, markers) if markers else (),
-        uncounted=UNCOUNTED_KINDS.get(rates.target.activity.kind, ""),
     )
 
 
@@ -208,7 +226,7 @@ def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
     filters = _filters(request, FILTERS)
     rates = selectors.challenge_rates(challenge=challenge, user=request.user, **filters)
     if export_requested(request):
-        api_rows = [row.as_row() for row in rates]
+        api_rows = [figures_row(row) for row in rates]
         return table_response(
             request,
             name=f"{slug}-rates",
@@ -260,7 +278,9 @@ def target_rates_page(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         activity__challenge__slug=slug,
     )
     challenge = target.activity.challenge
-    rates = selectors.rates_for_targets(challenge=challenge, targets=[target], with_minutes=True)[0]
+    rates = selectors.target_figures(challenge=challenge, target=target)
+    if rates.so_far is not None:  # only the minutes that have passed: the future is no idle time
+        rates.minutes = [(minute, moved) for minute, moved in rates.minutes if minute < rates.so_far.at]
     requested = request.GET.get("bin", "")
     bin_minutes = (
         int(requested)
@@ -346,10 +366,10 @@ COMPARE_COLUMNS = [
 def _compared_json(row: selectors.ComparedRow) -> dict[str, Any]:
     either = row.current or row.earlier
     assert either is not None
-    key = {k: v for k, v in either.as_row().items() if k in ("experiment", "mode", "site", "link", "direction")}
+    key = {k: v for k, v in figures_row(either).items() if k in ("experiment", "mode", "site", "link", "direction")}
     return key | {
-        "current": row.current.as_row() if row.current else None,
-        "earlier": row.earlier.as_row() if row.earlier else None,
+        "current": figures_row(row.current) if row.current else None,
+        "earlier": figures_row(row.earlier) if row.earlier else None,
         "ratio": row.ratio,
         "ratio_basis": row.basis,
     }

@@ -16,8 +16,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from challenges.choices import ActivityKind
 from results.choices import RecordState
-from results.services import probe_record_new, records_store
+from results.services import network_measurement_store, probe_record_new, records_store
 
 from .choices import RUN_ENDED, RunState
 from .engine import run_experiment_id, run_outcome
@@ -64,6 +65,7 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
             for number, outcome in enumerate(outcomes)
         ]
         records_store(records=records)
+        _network_measurement(run, experiment_id, summary)
         run.summary = summary
         fields = ["summary"]
         if run.state not in RUN_ENDED:
@@ -77,3 +79,21 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
             run.message = f"{run.message} (what the probe measured until then is kept)"
             fields.append("message")
         run.save(update_fields=fields)
+
+
+def _network_measurement(run: Run, experiment_id: int | None, summary: dict[str, Any]) -> None:
+    """A network run's throughput as its activity's network figure (results.targets), over the run's own span."""
+    rate = summary.get("rate")
+    if run.kind != ActivityKind.NETWORK or not isinstance(rate, int | float) or rate < 0:
+        return
+    now = timezone.now()
+    network_measurement_store(
+        run_id=run.pk,
+        activity_id=run.activity_id,
+        experiment_id=experiment_id,
+        host=str(summary.get("host") or ""),
+        port=summary.get("port") if isinstance(summary.get("port"), int) else None,
+        rate=float(rate),
+        start=run.started_at or now,
+        end=now,
+    )

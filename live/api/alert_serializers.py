@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from rest_framework import serializers
+
+from results.api.views import RATE_ROW_FIELDS
+from results.choices import Verdict
 
 from ..choices import AlertKind, AlertState
 from ..models import Alert
@@ -59,38 +63,25 @@ class SilenceSerializer(serializers.Serializer[Any]):
     until = serializers.DateTimeField(allow_null=True, help_text="no deliveries before this time; null lifts it")
 
 
-class NowLinkSerializer(serializers.Serializer[Any]):
-    source = serializers.CharField()
-    destination = serializers.CharField()
-
-
 class NowTrendPointSerializer(serializers.Serializer[Any]):
     at = serializers.DateTimeField(help_text="the 10 minutes from this time")
     rate = serializers.FloatField(help_text="bytes per second")
 
 
-class TargetNowSerializer(serializers.Serializer[Any]):
-    target = serializers.IntegerField()
-    activity = serializers.CharField()
-    experiment = serializers.CharField()
-    site = serializers.CharField(allow_null=True)
-    link = NowLinkSerializer(allow_null=True)
-    direction = serializers.CharField(allow_null=True)
-    target_rate = serializers.FloatField(help_text="bytes per second")
-    window_start = serializers.DateTimeField()
-    window_end = serializers.DateTimeField()
-    volume = serializers.FloatField(help_text="bytes inside the window so far")
-    last_15min_rate = serializers.FloatField()
-    last_hour_rate = serializers.FloatField()
-    required_rate = serializers.FloatField(
-        allow_null=True, help_text="(target_rate x window_seconds - volume) / remaining_seconds"
-    )
-    projected_average_rate = serializers.FloatField(
-        allow_null=True, help_text="(volume + last_hour_rate x remaining_seconds) / window_seconds"
-    )
-    verdict = serializers.ChoiceField(choices=["met", "on track", "at risk", "will miss", "not started", "ended"])
-    final_verdict = serializers.CharField(allow_null=True, help_text="the results table's verdict once ended")
-    trend = NowTrendPointSerializer(many=True, help_text="the last 6 hours as 10-minute rates")
+# The same row as the rates API's (results.targets.figures.figures_row), with the trend and two older names; built as
+# drf-spectacular builds its inline serializers (the metaclass collects the fields).
+TargetNowSerializer = type(
+    "TargetNowSerializer",
+    (serializers.Serializer,),
+    {
+        **{name: copy.deepcopy(field) for name, field in RATE_ROW_FIELDS.items()},
+        "target": serializers.IntegerField(help_text="the target's id (as `id`)"),
+        "final_verdict": serializers.ChoiceField(
+            choices=Verdict.choices, allow_null=True, help_text="the verdict once the window has ended (as `verdict`)"
+        ),
+        "trend": NowTrendPointSerializer(many=True, help_text="the last 6 hours as 10-minute rates"),
+    },
+)
 
 
 class ExperimentTrafficSerializer(serializers.Serializer[Any]):
@@ -101,9 +92,11 @@ class ExperimentTrafficSerializer(serializers.Serializer[Any]):
 
 class SiteNowSerializer(serializers.Serializer[Any]):
     site = serializers.CharField()
-    in_rate_last_hour = serializers.FloatField()
-    out_rate_last_hour = serializers.FloatField()
+    in_rate_last_hour = serializers.FloatField(help_text="the challenge's activities only, B/s")
+    out_rate_last_hour = serializers.FloatField(help_text="the challenge's activities only, B/s")
     experiments = ExperimentTrafficSerializer(many=True)
+    outside_in_rate_last_hour = serializers.FloatField(help_text="what came in for no activity (ad hoc runs), B/s")
+    outside_out_rate_last_hour = serializers.FloatField(help_text="what went out for no activity, B/s")
 
 
 class SourceNowSerializer(serializers.Serializer[Any]):

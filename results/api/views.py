@@ -12,44 +12,86 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from challenges.choices import ActivityKind, Direction
 from challenges.models import Challenge
 from sites.permissions import PlanPermission
 
 from .. import selectors
-from ..rates import MET, MISSED, PARTLY
+from ..choices import Verdict
+from ..targets.figures import figures_row
 
+RATE = "bytes per second"
+NETWORK_MEASURED = inline_serializer(
+    "NetworkMeasured",
+    {
+        "run": serializers.IntegerField(),
+        "rate": serializers.FloatField(help_text=RATE),
+        "at": serializers.DateTimeField(help_text="when the run ended"),
+    },
+    allow_null=True,
+)
+# The row of a target's figures (results.targets.figures.figures_row): the rates API, the now API and the exports.
 RATE_ROW_FIELDS = {
+    "id": serializers.IntegerField(help_text="the target's id"),
+    "url": serializers.CharField(allow_null=True, help_text="the target's page"),
     "activity": serializers.CharField(),
     "experiment": serializers.CharField(),
     "mode": serializers.CharField(),
-    "site": serializers.CharField(required=False, help_text="the site of a site target (absent for a link)"),
+    "kind": serializers.ChoiceField(choices=ActivityKind.choices),
+    "site": serializers.CharField(allow_null=True, help_text="the site of a site target; null for a link"),
     "link": inline_serializer(
         "RateRowLink",
         {"from": serializers.CharField(), "to": serializers.CharField()},
-        required=False,
-        help_text="the two ends of a link target (absent for a site)",
+        allow_null=True,
+        help_text="the two ends of a link target; null for a site",
     ),
     "direction": serializers.ChoiceField(
-        choices=["in", "out"], allow_null=True, help_text="in or out of the site; null for a link"
+        choices=Direction.choices, allow_null=True, help_text="in or out of the site; null for a link"
     ),
-    "target_rate": serializers.FloatField(help_text="bytes per second"),
-    "average_rate": serializers.FloatField(help_text="bytes inside [start, end) / (end - start), B/s"),
-    "max_rate": serializers.FloatField(help_text="best mean over the challenge's max_window, B/s"),
+    "target_rate": serializers.FloatField(help_text=RATE),
+    "window_start": serializers.DateTimeField(),
+    "window_end": serializers.DateTimeField(),
+    "window_ended": serializers.BooleanField(help_text="false while the window runs or has not begun"),
+    "at": serializers.DateTimeField(allow_null=True, help_text="the minute the figures so far end at; null once ended"),
+    "measured_by": serializers.ChoiceField(
+        choices=["transfers", "iperf3"], help_text="iperf3 for a network target: its runs' measured throughput"
+    ),
+    "volume": serializers.FloatField(
+        allow_null=True, help_text="bytes inside the window (so far while it runs); null for a network target"
+    ),
+    "average_rate": serializers.FloatField(
+        help_text="volume / the part of the window that has passed (the whole window once ended), B/s; for a network "
+        "target the mean of its measurements"
+    ),
+    "max_rate": serializers.FloatField(help_text="best mean over the challenge's max_window (network: best run), B/s"),
     "stable_rate": serializers.FloatField(
         allow_null=True, help_text="best mean over the stable_window, B/s; null when the activity is shorter"
     ),
-    "volume": serializers.FloatField(help_text="bytes moved inside the window"),
+    "last_15min_rate": serializers.FloatField(allow_null=True, help_text="B/s; null once ended and for network"),
+    "last_hour_rate": serializers.FloatField(allow_null=True, help_text="B/s; null once ended and for network"),
+    "required_rate": serializers.FloatField(allow_null=True, help_text="what the rest of the window must average"),
+    "projected_average_rate": serializers.FloatField(allow_null=True),
     "files_ok": serializers.IntegerField(),
     "files_failed": serializers.IntegerField(),
     "failure_ratio": serializers.FloatField(allow_null=True, help_text="failed / (ok + failed); null without files"),
     "verdict": serializers.ChoiceField(
-        choices=[MET, PARTLY, MISSED, "on track", "at risk", "will miss", "not started"],
-        help_text="met, partly or missed once the window has ended; before: the live verdict (on track, at risk, "
-        "will miss, met, not started), never missed",
+        choices=Verdict.choices,
+        help_text="met, partly or missed once the window has ended; before: the live verdict, never missed; a "
+        "network target's from its measurements",
     ),
-    "window_ended": serializers.BooleanField(help_text="false while the window runs or has not begun"),
     "runs_outside_window": serializers.IntegerField(
         help_text="runs of the activity that ran wholly outside its window: not counted"
+    ),
+    "network": inline_serializer(
+        "RateRowNetwork",
+        {
+            "runs": serializers.IntegerField(),
+            "latest": NETWORK_MEASURED,
+            "best": NETWORK_MEASURED,
+            "mean_rate": serializers.FloatField(allow_null=True),
+        },
+        allow_null=True,
+        help_text="a network target's iperf3 measurements inside the window; null for other targets",
     ),
     "so_far": inline_serializer(
         "RateRowSoFar",
@@ -58,6 +100,7 @@ RATE_ROW_FIELDS = {
             "elapsed_seconds": serializers.FloatField(),
             "volume": serializers.FloatField(help_text="bytes inside the window so far"),
             "average_rate": serializers.FloatField(help_text="volume / elapsed_seconds, B/s"),
+            "last_15min_rate": serializers.FloatField(),
             "last_hour_rate": serializers.FloatField(),
             "required_rate": serializers.FloatField(allow_null=True),
             "projected_average_rate": serializers.FloatField(allow_null=True),
@@ -82,7 +125,7 @@ class ChallengeRatesView(APIView):
         ],
         responses={
             200: inline_serializer(
-                "ChallengeRates", {"rows": inline_serializer("RateRow", RATE_ROW_FIELDS, many=True)}
+                "ChallengeRates", {"rows": inline_serializer("RateRow", dict(RATE_ROW_FIELDS), many=True)}
             ),
             404: OpenApiResponse(description="no such challenge (or none with the token's experiment)"),
         },
@@ -98,4 +141,4 @@ class ChallengeRatesView(APIView):
             site=params.get("site", "").strip() or None,
             user=request.user,
         )
-        return Response({"rows": [row.as_row() for row in rates]})
+        return Response({"rows": [figures_row(row) for row in rates]})

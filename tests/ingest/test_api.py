@@ -12,7 +12,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from results.models import TransferRecord
-from results.rates import target_rates
+from results.targets.rates import target_rates
 
 from .helpers import client_for, uam_target
 from .samples import FTS_COMPLETE, PERFSONAR_THROUGHPUT, RUCIO_TRANSFER_DONE, fts_variant, rucio_of_fts

@@ -18,7 +18,7 @@ from ingest.selectors import unknown_hosts
 from ingest.services import ingest_items
 from ingest.tasks import records_attach_task
 from results.models import FlowRollup, RateRollup, TransferRecord
-from results.rates import target_rates
+from results.targets.rates import target_rates
 from results.rollups import rollups_rebuild
 from tests.results.link_rows import assert_unions_as_rebuilt, link_rows
 from tests.results.rollup_rows import rollup_rows

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from challenges.models import Activity, Target
 from results.models import TransferRecord
-from results.rates import target_rates
+from results.targets.rates import target_rates
 
 from .helpers import uam_target
 from .samples import FTS_COMPLETE, RUCIO_TRANSFER_DONE, fts_variant

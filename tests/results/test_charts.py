@@ -11,7 +11,7 @@ import pytest
 
 from challenges.models import Target
 from results import charts
-from results.rates import TargetRates
+from results.targets.rates import TargetRates
 from results.selectors import default_bin_minutes, rate_series, throughput_stats
 
 T0 = datetime(2022, 3, 14, tzinfo=UTC)

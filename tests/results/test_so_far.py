@@ -99,4 +99,6 @@ def test_a_network_target_says_where_it_is_measured(live: Scenario, viewer: Clie
     )
     Target.objects.create(activity=network, site=live.sites["B"], direction="in", rate=10**9)
     page = viewer.get("/results/live/").content.decode()
-    assert "Not counted here: a network target is measured by its activity&#x27;s iperf3 runs" in page
+    assert "Measured by iperf3: no run of this activity has measured it in its window yet" in page
+    row = next(row for row in api_rows("live") if row["activity"] == "iperf3 baseline")
+    assert (row["measured_by"], row["verdict"], row["volume"]) == ("iperf3", "not measured", None)

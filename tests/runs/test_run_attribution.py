@@ -9,7 +9,7 @@ import pytest
 
 from challenges.models import Activity, Challenge, Target
 from results.models import TransferRecord
-from results.rates import target_rates
+from results.targets.rates import target_rates
 from runs.models import Run
 from runs.probe_runs import run_probe_store
 from runs.probes.outcomes import FileOutcome

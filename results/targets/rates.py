@@ -37,22 +37,24 @@ from redis.exceptions import RedisError
 
 from challenges.models import Challenge, Target
 
-from .choices import RecordState
-from .models import MINUTES_PER_HOUR, RollupVersion, TransferRecord
+from ..choices import RecordState, Verdict
+from ..models import MINUTES_PER_HOUR, RollupVersion, TransferRecord
+from ..rollups import MINUTE, minute_floor
 from .projection import SoFar
-from .rollups import MINUTE, minute_floor
-
-MET, PARTLY, MISSED = "met", "partly", "missed"
 
 
 @dataclass
 class TargetRates:
-    """The achieved numbers of one target, in bytes and bytes per second."""
+    """A target's figures, in bytes and bytes per second: what its flow moved inside its window (this module), and,
+    set by results.targets.figures, its numbers so far while the window runs and a network target's measurements.
+    Every surface (table, exports, page, APIs, now board, alerts) reads these and only formats them."""
 
     target: Target
     start: datetime
     end: datetime
     volume: float = 0.0
+    # Bytes inside the window / the part of it that has passed: the whole window once it has ended, so far before
+    # (results.targets.figures sets it from `so_far`).
     average_rate: float = 0.0
     max_rate: float = 0.0
     max_window_start: datetime | None = None
@@ -61,9 +63,14 @@ class TargetRates:
     files_ok: int = 0
     files_failed: int = 0
     minutes: list[tuple[datetime, float]] = field(default_factory=list, repr=False)
-    # Set by results.selectors.rates_so_far for a window that has not ended (or not begun): the live numbers.
+    # Set by results.targets.figures for a window that has not ended (or not begun): the live numbers.
     so_far: SoFar | None = None
     runs_outside_window: int = 0  # runs of the activity that ran wholly outside its window (count for nothing)
+    # A network target: what its activity's iperf3 runs measured inside the window (results.targets.network).
+    network: Any = None
+    # The bytes per minute of the last minutes before `at` (oldest first) that figures read: the board's trend, alerts.
+    recent: list[float] = field(default_factory=list, repr=False)
+    end_edge_bytes: float = field(default=0.0, repr=False)  # of a window that does not end on a minute
 
     @property
     def failure_ratio(self) -> float | None:
@@ -75,58 +82,28 @@ class TargetRates:
         return self.so_far is None
 
     @property
-    def verdict(self) -> str:
-        """met, partly or missed once the window has ended; before, its live verdict (results.projection)."""
-        if self.so_far is not None:
+    def measured_by(self) -> str:
+        """What measures the target: "iperf3" for a network target, "transfers" (records) for every other."""
+        return "iperf3" if self.network is not None else "transfers"
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one verdict (results.choices.Verdict): a network target's from its measurements; otherwise met,
+        partly or missed once the window has ended, and before it the live verdict (never missed)."""
+        if self.network is not None:
+            return self.network.verdict(target_rate=self.target.rate, ended=self.ended, started=self.started)
+        if self.so_far is not None and self.so_far.projection.verdict is not None:
             return self.so_far.projection.verdict
         sustained = self.stable_rate if self.stable_rate is not None else self.average_rate
         if sustained >= self.target.rate:
-            return MET
+            return Verdict.MET
         if self.max_rate >= self.target.rate:
-            return PARTLY
-        return MISSED
+            return Verdict.PARTLY
+        return Verdict.MISSED
 
-    def as_row(self) -> dict[str, Any]:
-        """The API's row: the keys of GET /api/v1/challenges/SLUG/rates/."""
-        target = self.target
-        row: dict[str, Any] = {
-            "activity": target.activity.name,
-            "experiment": target.activity.experiment.name,
-            "mode": target.activity.mode,
-        }
-        if target.is_link:
-            row["link"] = {"from": target.link_from.name, "to": target.link_to.name}  # type: ignore[union-attr]
-        else:
-            row["site"] = target.site.name  # type: ignore[union-attr]
-        row |= {
-            "direction": target.direction or None,
-            "target_rate": target.rate,
-            "average_rate": self.average_rate,
-            "max_rate": self.max_rate,
-            "stable_rate": self.stable_rate,
-            "volume": self.volume,
-            "files_ok": self.files_ok,
-            "files_failed": self.files_failed,
-            "failure_ratio": self.failure_ratio,
-            "verdict": self.verdict,
-            "window_ended": self.ended,
-            "runs_outside_window": self.runs_outside_window,
-        }
-        so_far = self.so_far
-        row["so_far"] = (
-            None
-            if so_far is None
-            else {
-                "at": so_far.at,
-                "elapsed_seconds": so_far.elapsed_seconds,
-                "volume": so_far.volume,
-                "average_rate": so_far.average_rate,
-                "last_hour_rate": so_far.last_hour_rate,
-                "required_rate": so_far.projection.required_rate,
-                "projected_average_rate": so_far.projection.projected_average_rate,
-            }
-        )
-        return row
+    @property
+    def started(self) -> bool:
+        return self.so_far is None or self.so_far.elapsed_seconds > 0
 
 
 def _flow_filter(target: Target, prefix: str = "") -> Q:
@@ -336,6 +313,8 @@ def _from_row(
     for lower, upper in _partial_minutes(start, end, first_full):
         moved, ok, failed = _edge(target, lower, upper, (start, end))
         result.volume += moved
+        if lower > start:  # the partial minute at the end: never part of a window's "so far"
+            result.end_edge_bytes = moved
         result.files_ok += ok
         result.files_failed += failed
     duration = (end - start).total_seconds()
@@ -544,7 +523,7 @@ def challenge_targets(
     """The targets of a challenge, filtered by experiment name, activity name and site (or link end) name."""
     targets = (
         Target.objects.filter(activity__challenge=challenge)
-        .select_related("activity__experiment", "site", "link_from", "link_to")
+        .select_related("activity__experiment", "activity__challenge", "site", "link_from", "link_to")
         .order_by("activity__start", "activity__experiment__name", "activity__name", "site__name", "direction", "pk")
     )
     if experiment:

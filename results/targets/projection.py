@@ -8,7 +8,7 @@ table's live verdict). Definitions, also on "About these numbers":
   rate holds to the end;
 - verdict: "not started" before A; "met" once the volume alone reaches target rate x (B - A); "on track" when the
   projection reaches the target; "at risk" when it reaches at_risk_fraction of it (default 0.8); "will miss" below;
-  "ended" after B (then the final verdict of the results table stands beside it).
+  after B the final verdict of results.targets.rates (met, partly, missed) stands instead.
 Rates are bytes per second.
 """
 
@@ -17,17 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-NOT_STARTED, MET, ON_TRACK, AT_RISK, WILL_MISS = "not started", "met", "on track", "at risk", "will miss"
-ENDED = "ended"
-# Worst first, for the now board's order.
-VERDICT_ORDER = {WILL_MISS: 0, AT_RISK: 1, ON_TRACK: 2, MET: 3, NOT_STARTED: 4, ENDED: 5}
+from ..choices import Verdict
 
 
 @dataclass(frozen=True)
 class Projection:
     """Where a target stands at `at`: the verdict and the two rates behind it (None where they mean nothing)."""
 
-    verdict: str
+    verdict: Verdict | None  # None once the window has ended: the final verdict stands
     required_rate: float | None
     projected_average_rate: float | None
 
@@ -45,22 +42,22 @@ def target_projection(
     """The live verdict of a target of `target_rate` over [start, end) at `at`, from its volume so far and the last
     hour's rate (see the module's definitions)."""
     if at < start:
-        return Projection(NOT_STARTED, None, None)
+        return Projection(Verdict.NOT_STARTED, None, None)
     window = (end - start).total_seconds()
     if at >= end or window <= 0:
-        return Projection(ENDED, None, volume / window if window > 0 else None)
+        return Projection(None, None, volume / window if window > 0 else None)
     remaining = (end - at).total_seconds()
     needed = target_rate * window
     required = max(needed - volume, 0.0) / remaining
     projected = (volume + last_hour_rate * remaining) / window
     if volume >= needed:
-        verdict = MET
+        verdict = Verdict.MET
     elif projected >= target_rate:
-        verdict = ON_TRACK
+        verdict = Verdict.ON_TRACK
     elif projected >= at_risk_fraction * target_rate:
-        verdict = AT_RISK
+        verdict = Verdict.AT_RISK
     else:
-        verdict = WILL_MISS
+        verdict = Verdict.WILL_MISS
     return Projection(verdict, required, projected)
 
 
@@ -74,6 +71,7 @@ class SoFar:
     volume: float
     last_hour_rate: float
     projection: Projection
+    last_15min_rate: float = 0.0
 
     @property
     def average_rate(self) -> float:
