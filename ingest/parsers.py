@@ -26,7 +26,7 @@ from results.rows import RecordRow
 
 from .errors import ItemError, Skip
 from .registry import Registry, SiteMatch, address_host, url_authority
-from .times import duration_check, end_check, ms_text, order_check, seconds_check
+from .times import duration_check, end_check, order_check, seconds_check
 
 __all__ = ["FORMATS", "ItemError", "Registry", "Skip", "parse_fts", "parse_perfsonar", "parse_rucio"]
 
@@ -312,8 +312,8 @@ def _fts_span(item: Mapping[str, Any]) -> tuple[datetime, datetime]:
     start, end = _epoch_ms(start_ms, start_name), _epoch_ms(end_ms, end_name)
     seconds_check(end_ms, end, end_name)
     seconds_check(start_ms, start, start_name)
-    order_check(start, end, start_name, end_name, (ms_text(start_ms), ms_text(end_ms)))
-    end_check(end, end_name, ms_text(end_ms))
+    order_check(start, end, start_name, end_name, (start_ms, end_ms))
+    end_check(end, end_name, end_ms)
     return start, end
 
 

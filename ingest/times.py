@@ -48,32 +48,38 @@ def duration_check(seconds: float) -> None:
 
 
 def order_check(
-    start: datetime, end: datetime, start_name: str, end_name: str, sent: tuple[str, str] | None = None
+    start: datetime, end: datetime, start_name: str, end_name: str, sent: tuple[float, float] | None = None
 ) -> None:
-    """A record that ends before it starts; the fields by their names, sent: their values as the message has them
-    when those are not the times themselves (epoch milliseconds)."""
+    """A record that ends before it starts; the fields by their names, sent: their values when the message has them
+    in epoch milliseconds (shown so, else as times)."""
     if end < start:
-        start_text, end_text = sent or (utc_text(start), utc_text(end))
+        start_text, end_text = (ms_text(sent[0]), ms_text(sent[1])) if sent else (utc_text(start), utc_text(end))
         raise ItemError(
             f"{end_name} {end_text} is before {start_name} {start_text}: the transfer ends before it starts"
         )
 
 
-def end_check(end: datetime, name: str, sent: str = "") -> None:
+def end_check(end: datetime, name: str, sent: float | None = None) -> None:
     """A record that ends before RECORDS_FROM, or more than RECORDS_AHEAD ahead of the portal's clock now, with what
-    was probably wrong; name: the field of the end, sent: its value as the message has it when that is not the time
-    itself (epoch milliseconds)."""
-    told = f"{name} {sent} is {utc_text(end)}" if sent else f"{name} {utc_text(end)}"
+    was probably wrong; name: the field of the end, sent: its value when the message has it in epoch milliseconds.
+    Every record passes here: the reason is only written for one that fails."""
     if end < RECORDS_FROM:
         if end.timestamp() == 0:
-            raise ItemError(f"{told}: a zero time (the sender did not set it)")
-        raise ItemError(f"{told}: ends before {RECORDS_FROM:%Y-%m-%d}, before any grid transfer (a wrong time or unit)")
-    ahead = (end - datetime.now(UTC)).total_seconds()
-    if ahead > RECORDS_AHEAD.total_seconds():
-        limit = span_text(RECORDS_AHEAD.total_seconds())
+            raise ItemError(f"{_told(end, name, sent)}: a zero time (the sender did not set it)")
         raise ItemError(
-            f"{told}: ends {span_text(ahead)} in the future (more than {limit} ahead of the portal's clock)"
+            f"{_told(end, name, sent)}: ends before {RECORDS_FROM:%Y-%m-%d}, before any grid transfer"
+            " (a wrong time or unit)"
         )
+    now = datetime.now(UTC)
+    if end > now + RECORDS_AHEAD:
+        raise ItemError(
+            f"{_told(end, name, sent)}: ends {span_text((end - now).total_seconds())} in the future"
+            f" (more than {span_text(RECORDS_AHEAD.total_seconds())} ahead of the portal's clock)"
+        )
+
+
+def _told(end: datetime, name: str, sent: float | None) -> str:
+    return f"{name} {ms_text(sent)} is {utc_text(end)}" if sent is not None else f"{name} {utc_text(end)}"
 
 
 def seconds_check(value: float, moment: datetime, name: str) -> None:
