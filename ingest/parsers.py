@@ -26,6 +26,7 @@ from results.rows import RecordRow
 
 from .errors import ItemError, Skip
 from .registry import Registry, SiteMatch, address_host, url_authority
+from .times import duration_check, end_check, order_check, seconds_check
 
 __all__ = ["FORMATS", "ItemError", "Registry", "Skip", "parse_fts", "parse_perfsonar", "parse_rucio"]
 
@@ -40,10 +41,6 @@ HOST_LENGTH = 255  # TransferRecord.source_host, destination_host
 DDM_ACTIVITY_LENGTH = 64  # TransferRecord.ddm_activity
 
 BYTES_MAX = 2**63 - 1  # TransferRecord.bytes, a bigint
-# A record's bytes are spread over every minute of [start, end) in the rollups: times decades apart (a zero or a
-# garbled timestamp) would make millions of rollup rows out of one message. No file transfer lasts a week.
-MAX_TRANSFER_DAYS = 7
-
 
 # --- records ---------------------------------------------------------------------------------------------------
 
@@ -70,7 +67,10 @@ def _storable(values: dict[str, Any], names: Mapping[str, str]) -> None:
     message = values.get("error_message")
     if message:
         values["error_message"] = _message_bounded(message)
-    _duration_check((values["end"] - values["start"]).total_seconds())
+    start, end = values["start"], values["end"]
+    order_check(start, end, names.get("start", "start"), names.get("end", "end"))
+    end_check(end, names.get("end", "end"))
+    duration_check((end - start).total_seconds())
 
 
 def _message_bounded(message: str) -> str:
@@ -78,13 +78,6 @@ def _message_bounded(message: str) -> str:
     if "\x00" in message:
         message = message.replace("\x00", "")
     return message if len(message) <= ERROR_MESSAGE_LENGTH else message[: ERROR_MESSAGE_LENGTH - 1] + "…"
-
-
-def _duration_check(seconds: float) -> None:
-    if seconds > MAX_TRANSFER_DAYS * 86400:
-        raise ItemError(
-            f"the transfer lasts {seconds / 86400:.6g} days: more than {MAX_TRANSFER_DAYS}, its times are wrong"
-        )
 
 
 def record_new(values: dict[str, Any], names: Mapping[str, str] | None = None) -> RecordRow:
@@ -276,7 +269,8 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
     )
     if error_message:
         error_message = _message_bounded(error_message)
-    _duration_check((end - start).total_seconds())
+    # record_new's order and end checks are in _fts_span, with the values as FTS sent them
+    duration_check((end - start).total_seconds())
     ddm_activity = _ddm_activity(item.get("activity") or metadata.get("activity"), "activity")
     failed = state != OK
     return RecordRow(
@@ -315,9 +309,12 @@ def _fts_span(item: Mapping[str, Any]) -> tuple[datetime, datetime]:
         start_ms = _number(item, start_name)
         end_ms = _number(item, end_name)
     assert start_ms is not None and end_ms is not None
-    if end_ms < start_ms:
-        raise ItemError("tr_timestamp_complete: before tr_timestamp_start")
-    return _epoch_ms(start_ms, start_name), _epoch_ms(end_ms, end_name)
+    start, end = _epoch_ms(start_ms, start_name), _epoch_ms(end_ms, end_name)
+    seconds_check(end_ms, end, end_name)
+    seconds_check(start_ms, start, start_name)
+    order_check(start, end, start_name, end_name, (start_ms, end_ms))
+    end_check(end, end_name, end_ms)
+    return start, end
 
 
 def _fts_storable_check(*, origin_id: str, transfer_key: str, urls: tuple[str, str], hosts: tuple[str, str]) -> None:
@@ -372,7 +369,10 @@ RUCIO_NAMES = {
     "destination_url": "payload.dst-url",
     "source_host": "payload.src-url",
     "destination_host": "payload.dst-url",
+    "start": "payload.started_at",
+    "end": "payload.transferred_at",
 }
+RUCIO_CREATED_NAMES = {**RUCIO_NAMES, "end": "created_at"}  # no transferred_at: the envelope's time
 
 
 def _rucio_duration(value: Any) -> float:
@@ -390,7 +390,7 @@ def _rucio_duration(value: Any) -> float:
         raise ItemError(f"payload.duration: not a finite number: {value!r}")
     if seconds < 0:
         return 0.0
-    _duration_check(seconds)
+    duration_check(seconds)
     return seconds
 
 
@@ -416,8 +416,6 @@ def parse_rucio(item: Mapping[str, Any], registry: Registry, *, default_experime
         start = _iso(payload["started_at"], "payload.started_at")
     else:  # older Rucio versions: no started_at, but the duration FTS measured
         start = end - timedelta(seconds=_rucio_duration(payload.get("duration")))
-    if end < start:
-        raise ItemError("payload.transferred_at: before started_at")
     vo = payload.get("vo")
     if vo:
         experiment = registry.experiment(vo)
@@ -445,7 +443,7 @@ def parse_rucio(item: Mapping[str, Any], registry: Registry, *, default_experime
     }
     _matched(values, "source", registry.storage(source_url, payload.get("src-rse")))
     _matched(values, "destination", registry.storage(destination_url, payload.get("dst-rse")))
-    return record_new(values, RUCIO_NAMES)
+    return record_new(values, RUCIO_NAMES if payload.get("transferred_at") else RUCIO_CREATED_NAMES)
 
 
 # --- perfSONAR -----------------------------------------------------------------------------------------------
@@ -454,7 +452,11 @@ PERFSONAR_NAMES = {
     "origin_id": "run.href",
     "source_host": "task.test.spec.source",
     "destination_host": "task.test.spec.dest",
+    "start": "run.start-time",
+    "end": "run.end-time",
 }
+# A successful run's end is its start and the duration of its summary.
+PERFSONAR_SUMMED_NAMES = {**PERFSONAR_NAMES, "end": "run.start-time + result.summary.summary.end"}
 
 
 def parse_perfsonar(item: Mapping[str, Any], registry: Registry, *, default_experiment: int | None = None) -> RecordRow:
@@ -489,7 +491,7 @@ def parse_perfsonar(item: Mapping[str, Any], registry: Registry, *, default_expe
         seconds = (_number(overall, "end") or 0.0) - (_number(overall, "start", required=False) or 0.0)
         if seconds <= 0:
             raise ItemError("result.summary.summary: end must be after start")
-        _duration_check(seconds)  # before timedelta(), which overflows
+        duration_check(seconds)  # before timedelta(), which overflows
         if isinstance(summary.get("streams"), list):
             streams = len(summary["streams"]) or None
     end = (
@@ -507,7 +509,7 @@ def parse_perfsonar(item: Mapping[str, Any], registry: Registry, *, default_expe
         "destination_site_id": registry.network_site(destination),
         "bytes": _byte_count(size, "throughput-bytes"),
         "start": start,
-        "end": max(end, start),
+        "end": end,
         "state": RecordState.OK.value if succeeded else RecordState.FAILED.value,
         "error_message": "" if succeeded else str(result.get("error") or "throughput test failed"),
         "mode": "iperf3",
@@ -515,4 +517,4 @@ def parse_perfsonar(item: Mapping[str, Any], registry: Registry, *, default_expe
         "origin": PERFSONAR,
         "origin_id": _origin_id(run_id),
     }
-    return record_new(values, PERFSONAR_NAMES)
+    return record_new(values, PERFSONAR_SUMMED_NAMES if succeeded else PERFSONAR_NAMES)
