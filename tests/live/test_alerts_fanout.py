@@ -1,0 +1,68 @@
+"""Beat's alert evaluation through the real Redis broker and a real worker: one task per running challenge, so a
+challenge whose evaluation is under way holds no other (and is evaluated again once it is free)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from challenges.models import Challenge
+from common.locks import advisory_lock
+from live.models import Alert
+from live.tasks import alerts_evaluate
+from portal.tasks import ping
+from tests.live.scenario import Scenario, scenario_make
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def alerts_of(challenge: Challenge) -> set[tuple[str, str]]:
+    return set(Alert.objects.filter(challenge=challenge, state="open").values_list("kind", "subject"))
+
+
+def beat_evaluates(queue: str) -> None:
+    """Send beat's task to the worker's queue and return once the worker has run it and the tasks it sent: the worker
+    takes its queue's messages one at a time in order, so a ping sent after a message comes back after it ran."""
+    alerts_evaluate.apply_async(queue=queue)
+    for _ in ("beat's task", "the challenges' tasks it sent"):
+        assert ping.apply_async(args=["after"], queue=queue).get(timeout=60)["payload"] == "after"
+
+
+@pytest.fixture
+def live() -> Scenario:
+    return scenario_make()
+
+
+@pytest.fixture
+def busy(live: Scenario) -> Challenge:
+    """A running challenge evaluated before `live` (it started earlier)."""
+    return Challenge.objects.create(
+        name="Busy", slug="busy", start=live.at - timedelta(days=2), end=live.at + timedelta(days=1)
+    )
+
+
+def test_beat_opens_the_alerts_of_a_running_challenge_through_the_worker(
+    live: Scenario, celery_worker_process: str
+) -> None:
+    beat_evaluates(celery_worker_process)
+    assert len(alerts_of(live.challenge)) == 3
+
+
+def test_a_challenge_whose_evaluation_is_under_way_holds_no_other(
+    live: Scenario, busy: Challenge, celery_worker_process: str
+) -> None:
+    # The worker runs one task at a time: had it waited for busy's lock, live's evaluation would not have run.
+    with advisory_lock(f"alerts {busy.pk}"):
+        beat_evaluates(celery_worker_process)
+        assert len(alerts_of(live.challenge)) == 3
+
+
+def test_a_challenge_skipped_while_busy_is_evaluated_the_next_minute(
+    live: Scenario, celery_worker_process: str
+) -> None:
+    with advisory_lock(f"alerts {live.challenge.pk}"):
+        beat_evaluates(celery_worker_process)
+        assert alerts_of(live.challenge) == set()
+    beat_evaluates(celery_worker_process)
+    assert len(alerts_of(live.challenge)) == 3
