@@ -15,6 +15,7 @@ from django.utils import timezone
 from portal.celery import app
 from runs import dispatch
 from runs.limits import COPY_GRACE, DEADLINE_GRACE, copy_task_limits, prepare_task_limits
+from runs.services import run_start
 
 # The apps whose tasks are the project's (Celery's own, such as celery.backend_cleanup, keep Celery's defaults).
 PROJECT_PREFIXES = ("portal.", "runs.", "results.", "live.", "ingest.", "sweeps.", "reports.", "challenges.", "sites.")
@@ -62,15 +63,18 @@ def test_a_runs_first_task_may_run_until_the_runs_deadline_and_a_grace() -> None
     assert (soft, hard) == (7200 + DEADLINE_GRACE, 7200 + DEADLINE_GRACE + 60)
 
 
-def queued_message(queue: str) -> dict[str, Any]:
-    """The one message waiting in `queue` on the real broker (kombu keeps a queue as a Redis list)."""
+def queued_message(queue: str, *, args: str | None = None) -> dict[str, Any]:
+    """The message waiting in `queue` on the real broker (kombu keeps a queue as a Redis list), or the one whose
+    arguments read `args`; the others are left where they are."""
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
-        raw = client.lpop(queue)
-        assert raw is not None, f"nothing in {queue}"
-        return json.loads(raw)
+        for raw in client.lrange(queue, 0, -1):
+            message = json.loads(raw)
+            if args is None or message["headers"]["argsrepr"] == args:
+                client.lrem(queue, 1, raw)
+                return message
+        raise AssertionError(f"no message {args or ''} in {queue}")
     finally:
-        client.delete(queue)
         client.close()
 
 
@@ -89,3 +93,16 @@ def test_a_runs_first_message_carries_the_limits_of_its_deadline() -> None:
     headers = queued_message(queue)["headers"]
     assert headers["task"] == dispatch.PREPARE_TASK
     assert headers["timelimit"] == [600 + DEADLINE_GRACE + 60, 600 + DEADLINE_GRACE]
+
+
+@pytest.mark.django_db
+def test_run_start_sends_the_first_task_with_the_limits_of_the_runs_deadline(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_start(user=None, trigger="schedule", kind="network", parameters={"host": "127.0.0.1", "duration": 50})
+    headers = queued_message(run.parameters["queue"], args=f"({run.pk},)")["headers"]
+    hard, soft = headers["timelimit"]
+    assert run.deadline is not None and hard == soft + 60
+    # The network probe's deadline is its duration and ten minutes: the limit is that, and a grace, from the send.
+    assert 50 + 600 + DEADLINE_GRACE - 5 <= soft <= 50 + 600 + DEADLINE_GRACE
