@@ -69,10 +69,10 @@ def alerts_evaluate(self: Any) -> dict[str, int]:
     from .alerts import challenges_to_evaluate
     from .delivery import deliveries_resend
 
-    queue = _queue_of(self.request)
+    routing: dict[str, Any] = {"queue": queue} if (queue := _queue_of(self.request)) else {}
     sent = 0
     for challenge_id in challenges_to_evaluate().values_list("pk", flat=True):
-        alerts_evaluate_challenge.apply_async(args=(challenge_id,), queue=queue, expires=CHALLENGE_EXPIRES)
+        alerts_evaluate_challenge.apply_async(args=(challenge_id,), expires=CHALLENGE_EXPIRES, **routing)
         sent += 1
     return {"challenges": sent, "deliveries_resent": deliveries_resend()}
 

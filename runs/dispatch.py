@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import secrets
 from functools import cache
+from typing import Any
 
 import redis
 from celery import current_app
@@ -96,7 +97,7 @@ def file_send(file_id: int, attempt: int, task_id: str, queue: str, *, limits: t
     current_app.send_task(TRANSFER_TASK, args=(file_id, attempt), task_id=task_id, queue=queue, **_limits(limits))
 
 
-def _limits(limits: tuple[int, int] | None) -> dict[str, int]:
+def _limits(limits: tuple[int, int] | None) -> dict[str, Any]:
     """A message's own time limits, which a worker applies instead of the task's."""
     return {} if limits is None else {"soft_time_limit": limits[0], "time_limit": limits[1]}
 

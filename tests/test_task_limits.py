@@ -66,9 +66,10 @@ def test_a_runs_first_task_may_run_until_the_runs_deadline_and_a_grace() -> None
 def queued_message(queue: str, *, args: str | None = None) -> dict[str, Any]:
     """The message waiting in `queue` on the real broker (kombu keeps a queue as a Redis list), or the one whose
     arguments read `args`; the others are left where they are."""
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, decode_responses=True)
     try:
-        for raw in client.lrange(queue, 0, -1):
+        raws: list[str] = client.lrange(queue, 0, -1)  # type: ignore[assignment]
+        for raw in raws:
             message = json.loads(raw)
             if args is None or message["headers"]["argsrepr"] == args:
                 client.lrem(queue, 1, raw)

@@ -26,7 +26,7 @@ def beat_evaluates(queue: str) -> None:
     takes its queue's messages one at a time in order, so a ping sent after a message comes back after it ran."""
     alerts_evaluate.apply_async(queue=queue)
     for _ in ("beat's task", "the challenges' tasks it sent"):
-        assert ping.apply_async(args=["after"], queue=queue).get(timeout=60)["payload"] == "after"
+        assert ping.apply_async(args=("after",), queue=queue).get(timeout=60)["payload"] == "after"
 
 
 @pytest.fixture
