@@ -49,8 +49,8 @@ def delivery_send(self: Any, delivery_id: int) -> None:
 
 # A beat tick: it only lists the challenges, sends one task each and re-sends the lost deliveries; seconds.
 EVALUATE_SOFT_LIMIT, EVALUATE_LIMIT = 30, 45
-# One challenge's evaluation: a few selects and writes in one transaction (well under a second on the scale bench's
-# challenge); it ends before the next minute's, and a message not run within the minute is dropped for the next one.
+# One challenge's evaluation: selects over its rollups and a few writes, in one transaction; it ends before the next
+# minute's, and a message not started within the minute is dropped (the next minute's evaluates the challenge).
 CHALLENGE_SOFT_LIMIT, CHALLENGE_LIMIT = 50, 55
 CHALLENGE_EXPIRES = 60
 

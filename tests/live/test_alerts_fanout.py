@@ -1,5 +1,6 @@
 """Beat's alert evaluation through the real Redis broker and a real worker: one task per running challenge, so a
-challenge whose evaluation is under way holds no other (and is evaluated again once it is free)."""
+challenge whose evaluation is under way holds no other (and is evaluated again once it is free); on a prefork
+worker, an evaluation past its soft time limit leaves nothing half-written."""
 
 from __future__ import annotations
 
