@@ -26,3 +26,20 @@ def advisory_lock(name: str) -> Iterator[None]:
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+@contextmanager
+def advisory_lock_try(name: str) -> Iterator[bool]:
+    """Take the session-level advisory lock of `name` for the block if no one else holds it: yields whether it was
+    taken (then released after the block). For work that another holder is already doing, so a caller skips instead of
+    waiting. Session locks stack: the holder may take `advisory_lock(name)` again inside the block."""
+    key = advisory_key(name)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        taken = bool(cursor.fetchone()[0])
+    try:
+        yield taken
+    finally:
+        if taken:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])

@@ -13,8 +13,20 @@ from .attribution import Scope, records_reattribute
 from .failures import failures_recategorize
 from .partitions import partitions_ensure
 
+# One UPDATE over the failed records (rolled back whole when cut short): 23-67 s for 500,000 (measured); an hour
+# covers some twenty times that.
+RECATEGORIZE_SOFT_LIMIT, RECATEGORIZE_LIMIT = 3600, 3660
+# Chunks of 50,000 records, each its own transaction (a chunk cut short is rolled back, the status says "failed",
+# and a second pass is idempotent). A plan change concerns its activities' windows: the rollups of 40 million
+# records rebuild in 24 minutes (docs/operator/scaling.md), so two hours covers a month's re-attribution.
+REATTRIBUTE_SOFT_LIMIT, REATTRIBUTE_LIMIT = 2 * 3600, 2 * 3600 + 60
+# Beat, hourly: a few CREATE TABLE ... PARTITION OF, each moving the DEFAULT partition's rows of its month.
+PARTITIONS_SOFT_LIMIT, PARTITIONS_LIMIT = 600, 660
 
-@shared_task(name="results.failures_recategorize")
+
+@shared_task(
+    name="results.failures_recategorize", soft_time_limit=RECATEGORIZE_SOFT_LIMIT, time_limit=RECATEGORIZE_LIMIT
+)
 def failures_recategorize_task(challenge_id: int | None = None) -> int:
     """Apply the current failure rules to the stored failed records (of one challenge, or all; sent when the rules
     change or a coordinator asks). Idempotent: a second run changes nothing; returns how many records changed
@@ -35,14 +47,14 @@ def failures_recategorize_on_commit(*, challenge: Challenge | None = None) -> No
     transaction.on_commit(lambda: failures_recategorize_task.delay(challenge_id))
 
 
-@shared_task(name="results.records_reattribute")
+@shared_task(name="results.records_reattribute", soft_time_limit=REATTRIBUTE_SOFT_LIMIT, time_limit=REATTRIBUTE_LIMIT)
 def records_reattribute_task(scope: dict[str, Any]) -> int:
     """Apply the attribution rules again to the records a change of the plan may concern (results.signals sends
     it on commit); progress in results.attribution.attribution_status(). Returns the records that changed."""
     return records_reattribute(scope=Scope.from_json(scope))
 
 
-@shared_task(name="results.partitions_ensure")
+@shared_task(name="results.partitions_ensure", soft_time_limit=PARTITIONS_SOFT_LIMIT, time_limit=PARTITIONS_LIMIT)
 def partitions_ensure_task() -> list[str]:
     """Beat's task (hourly): the partitions of the records of this month and the next ones, and of the months
     whose records went to the DEFAULT partition. Idempotent; returns the months made (YYYY-MM)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import secrets
 from functools import cache
+from typing import Any
 
 import redis
 from celery import current_app
@@ -79,9 +80,10 @@ def queue_for_site(site: Site | None) -> str:
     return DEFAULT_QUEUE
 
 
-def prepare_send(run_id: int, queue: str) -> None:
-    """The first task of a run (test file, then the first files; or the whole probe)."""
-    current_app.send_task(PREPARE_TASK, args=(run_id,), queue=queue)
+def prepare_send(run_id: int, queue: str, *, limits: tuple[int, int] | None = None) -> None:
+    """The first task of a run (test file, then the first files; or the whole probe), with its (soft, hard) time
+    limits (runs.limits.prepare_task_limits)."""
+    current_app.send_task(PREPARE_TASK, args=(run_id,), queue=queue, **_limits(limits))
 
 
 def copies_delete_send(run_id: int, queue: str) -> None:
@@ -89,9 +91,15 @@ def copies_delete_send(run_id: int, queue: str) -> None:
     current_app.send_task(COPIES_DELETE_TASK, args=(run_id,), queue=queue)
 
 
-def file_send(file_id: int, attempt: int, task_id: str, queue: str) -> None:
-    """One try of one file, under the task id the file row carries (a stale message is then recognised)."""
-    current_app.send_task(TRANSFER_TASK, args=(file_id, attempt), task_id=task_id, queue=queue)
+def file_send(file_id: int, attempt: int, task_id: str, queue: str, *, limits: tuple[int, int] | None = None) -> None:
+    """One try of one file, under the task id the file row carries (a stale message is then recognised), with its
+    (soft, hard) time limits (runs.limits.copy_task_limits)."""
+    current_app.send_task(TRANSFER_TASK, args=(file_id, attempt), task_id=task_id, queue=queue, **_limits(limits))
+
+
+def _limits(limits: tuple[int, int] | None) -> dict[str, Any]:
+    """A message's own time limits, which a worker applies instead of the task's."""
+    return {} if limits is None else {"soft_time_limit": limits[0], "time_limit": limits[1]}
 
 
 BROKER_EPOCH_KEY = "portal:broker:epoch"

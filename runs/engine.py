@@ -31,6 +31,7 @@ from sites.models import Experiment
 from . import dispatch
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle
+from .limits import copy_task_limits
 from .models import Run, RunFile
 from .probes.outcomes import FileOutcome
 from .probes.transfer import DESTINATION_FULL, EXISTS, STALLED
@@ -82,9 +83,10 @@ def run_top_up(run: Run) -> None:
             file.task_id = str(uuid.uuid4())
             file.dispatched_at = now
         RunFile.objects.bulk_update(claimed, ["attempt", "task_id", "dispatched_at"])
+        limits = copy_task_limits(run.parameters)
         for file in claimed:
             transaction.on_commit(
-                lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue)  # type: ignore[misc]
+                lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue, limits=limits)  # type: ignore[misc]
             )
         in_flight += len(claimed)
     if in_flight == 0 and not files.filter(Q(state=FileState.QUEUED) | Q(recorded=False, attempt__gt=0)).exists():

@@ -25,6 +25,7 @@ from . import dispatch
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle, runs_copies_sweep
 from .engine import MAX_ATTEMPTS, file_record_new, file_requeue, files_record, run_top_up
+from .limits import copy_task_limits, prepare_task_limits
 from .models import Run, RunFile
 from .parameters import DEFAULT_TIMEOUT, TRANSFER_KINDS
 from .probes.outcomes import FileOutcome
@@ -92,7 +93,8 @@ def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: t
     if run.state == RunState.QUEUED:
         if run.created_at < now - resend_after:
             queue = str(run.parameters.get("queue", dispatch.DEFAULT_QUEUE))
-            transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue))
+            limits = prepare_task_limits(run.deadline, now=now)
+            transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue, limits=limits))
             summary.tasks_resent += 1
         return
     if run.kind not in TRANSFER_KINDS:
@@ -111,9 +113,10 @@ def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: t
     unsent = RunFile.objects.filter(run=run, state=FileState.QUEUED, dispatched_at__lt=now - resend_after).exclude(
         task_id=""
     )
+    limits = copy_task_limits(run.parameters)
     for file in unsent:
         transaction.on_commit(
-            lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue)  # type: ignore[misc]
+            lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue, limits=limits)  # type: ignore[misc]
         )
         summary.tasks_resent += 1
     unsent.update(dispatched_at=now)

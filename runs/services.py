@@ -18,6 +18,7 @@ from sites.roles import user_is_coordinator
 from . import dispatch
 from .choices import RUN_ENDED, CopiesState, FileState, RunState
 from .copies import run_copies_settle
+from .limits import prepare_task_limits
 from .models import Run, RunFile
 from .parameters import KIND_PARAMETERS, run_plan
 
@@ -85,7 +86,8 @@ def run_start(
                     for index, (source, destination, size) in enumerate(plan.files)
                 ]
             )
-        transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue))
+        limits = prepare_task_limits(run.deadline, now=now)
+        transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue, limits=limits))
     return run
 
 

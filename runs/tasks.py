@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils.module_loading import import_string
 
@@ -36,6 +37,14 @@ from .credentials import (
     token_source_from_settings,
 )
 from .dispatch import COPIES_DELETE_TASK, PREPARE_TASK, TRANSFER_TASK
+from .limits import (
+    COPIES_DELETE_LIMIT,
+    COPIES_DELETE_SOFT_LIMIT,
+    RUN_TASK_LIMIT,
+    RUN_TASK_SOFT_LIMIT,
+    TICK_LIMIT,
+    TICK_SOFT_LIMIT,
+)
 from .models import Run
 from .parameters import TRANSFER_KINDS, stall_timeout
 from .probe_runs import run_probe_begin, run_probe_store
@@ -67,7 +76,15 @@ def _worker_name(task: Any) -> str:
     return str(getattr(task.request, "hostname", "") or socket.gethostname())
 
 
-@shared_task(bind=True, name=PREPARE_TASK, ignore_result=True, acks_late=True)
+# A run's tasks carry limits of their own, from the run's timeouts (runs.limits); these are for a message without.
+@shared_task(
+    bind=True,
+    name=PREPARE_TASK,
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=RUN_TASK_SOFT_LIMIT,
+    time_limit=RUN_TASK_LIMIT,
+)
 def run_prepare(self: Any, run_id: int) -> None:
     """First task of a run: a transfer run gets its test file and its first C file tasks; the other kinds run
     their probe here."""
@@ -95,7 +112,14 @@ def run_prepare(self: Any, run_id: int) -> None:
         run_probe(run_id)
 
 
-@shared_task(bind=True, name=TRANSFER_TASK, ignore_result=True, acks_late=True)
+@shared_task(
+    bind=True,
+    name=TRANSFER_TASK,
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=RUN_TASK_SOFT_LIMIT,
+    time_limit=RUN_TASK_LIMIT,
+)
 def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     """Copy one file of a transfer run (try `attempt`), store its record, send the run's next file."""
     from .probes.stall import peers as stall_peers
@@ -133,6 +157,10 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 first_byte_timeout=int(parameters.get("first_byte_timeout") or 0),
                 peers=stall_peers,
             )
+        except SoftTimeLimitExceeded:  # a copy gfal2 did not stop: the try fails (a stale finish is dropped)
+            now = utcnow()
+            error = "timed out: the copy did not stop at its timeout, and its task's soft time limit passed"
+            outcome = FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, error)
         except Exception as exc:  # a bug or an odd URL must still end the file, with the reason
             now = utcnow()
             outcome = FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, str(exc))
@@ -251,7 +279,13 @@ PROBES: dict[str, Callable[[Run, ProbeContext, threading.Event], ProbeResult]] =
 }
 
 
-@shared_task(name=COPIES_DELETE_TASK, ignore_result=True, acks_late=True)
+@shared_task(
+    name=COPIES_DELETE_TASK,
+    ignore_result=True,
+    acks_late=True,
+    soft_time_limit=COPIES_DELETE_SOFT_LIMIT,
+    time_limit=COPIES_DELETE_LIMIT,
+)
 def run_copies_delete(run_id: int) -> None:
     """Delete an ended run's destination copies with gfal2 (idempotent: a second pass finds them gone)."""
     from .probes.cleanup import copies_delete
@@ -262,7 +296,12 @@ def run_copies_delete(run_id: int) -> None:
     except Exception as exc:  # no token to delete with: the copies stay, and the run says why
         run_copies_deleted(run_id, deleted=0, errors=[f"no credential to delete with: {exc}"])
         return
-    result = copies_delete(ctx, wanted.urls, wanted.directories)
+    try:
+        result = copies_delete(ctx, wanted.urls, wanted.directories)
+    except SoftTimeLimitExceeded:  # the run says so; the run page's button deletes the rest (deleting is idempotent)
+        error = f"the clean-up did not finish within {COPIES_DELETE_SOFT_LIMIT} s"
+        run_copies_deleted(run_id, deleted=0, errors=[error])
+        return
     run_copies_deleted(run_id, deleted=result.deleted, errors=result.errors)
 
 
@@ -277,14 +316,16 @@ def _cache_url_of(cache_url: str) -> Any:
     return cache_url_of
 
 
-@shared_task(name="runs.runs_reap", ignore_result=True)
+@shared_task(name="runs.runs_reap", ignore_result=True, soft_time_limit=TICK_SOFT_LIMIT, time_limit=TICK_LIMIT)
 def runs_reap() -> dict[str, int]:
     """Beat: end runs past their deadline, retry or fail files whose worker was lost, re-send lost messages."""
     summary = reaper.runs_reap()
     return summary.__dict__
 
 
-@shared_task(name="runs.activities_auto_run", ignore_result=True)
+@shared_task(
+    name="runs.activities_auto_run", ignore_result=True, soft_time_limit=TICK_SOFT_LIMIT, time_limit=TICK_LIMIT
+)
 def activities_auto_run() -> list[int]:
     """Beat: start the runs of auto-run activities whose window opened; cancel those whose window closed."""
     return [run.pk for run in clock.activities_auto_run()]

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -252,6 +253,8 @@ def sweeps_advance() -> int:
     for sweep_id in ids:
         try:
             sweep_advance(sweep_id)
+        except SoftTimeLimitExceeded:  # out of time: the next beat goes on with the sweeps after this one
+            raise
         except Exception:  # the broker or the database away a moment: the next beat tries again
             logger.exception("sweep %s could not advance", sweep_id)
     return len(ids)

@@ -63,8 +63,8 @@ def cleanup(testbed: Testbed) -> Iterator[list[Run]]:
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
     """The tasks the code would send, recorded instead."""
     sent: list[tuple[str, tuple[Any, ...]]] = []
-    monkeypatch.setattr(dispatch, "prepare_send", lambda *args: sent.append(("prepare", args)))
-    monkeypatch.setattr(dispatch, "file_send", lambda *args: sent.append(("file", args)))
+    monkeypatch.setattr(dispatch, "prepare_send", lambda *args, **_: sent.append(("prepare", args)))
+    monkeypatch.setattr(dispatch, "file_send", lambda *args, **_: sent.append(("file", args)))
     monkeypatch.setattr(dispatch, "copies_delete_send", lambda *args: sent.append(("copies", args)))
     monkeypatch.setattr(dispatch, "served_queues", set)
     return sent

@@ -149,11 +149,13 @@ def own_redis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[
     url = f"redis://127.0.0.1:{port}/0"
     from runs import tasks
 
-    def send_prepare(run_id: int, queue: str) -> None:
+    def send_prepare(run_id: int, queue: str, *, limits: tuple[int, int] | None = None) -> None:
         with app.connection_for_write(url) as conn:
             tasks.run_prepare.apply_async(args=(run_id,), queue=queue, connection=conn)
 
-    def send_file(file_id: int, attempt: int, task_id: str, queue: str) -> None:
+    def send_file(
+        file_id: int, attempt: int, task_id: str, queue: str, *, limits: tuple[int, int] | None = None
+    ) -> None:
         with app.connection_for_write(url) as conn:
             tasks.transfer_file_task.apply_async(args=(file_id, attempt), task_id=task_id, queue=queue, connection=conn)
 

@@ -41,8 +41,8 @@ DESTINATIONS = ["root://127.0.0.1:31002//data", "root://127.0.0.1:31004//data"]
 def no_workers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
     """Record the tasks run_start would send instead of sending them (these tests have no worker)."""
     sent: list[tuple[str, tuple[Any, ...]]] = []
-    monkeypatch.setattr(dispatch, "prepare_send", lambda run_id, queue: sent.append(("prepare", (run_id, queue))))
-    monkeypatch.setattr(dispatch, "file_send", lambda *args: sent.append(("file", args)))
+    monkeypatch.setattr(dispatch, "prepare_send", lambda run_id, queue, **_: sent.append(("prepare", (run_id, queue))))
+    monkeypatch.setattr(dispatch, "file_send", lambda *args, **_: sent.append(("file", args)))
     monkeypatch.setattr(dispatch, "served_queues", set)
     monkeypatch.setattr(dispatch, "copies_delete_send", lambda *args: sent.append(("copies", args)))
     return sent

@@ -50,7 +50,7 @@ def no_workers(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """The tasks the sweep and its runs would send, recorded instead (these tests have no worker); a worker serves
     site A's queue."""
     sent: dict[str, list[Any]] = {"prepare": [], "advance": [], "copies": []}
-    monkeypatch.setattr(dispatch, "prepare_send", lambda run_id, queue: sent["prepare"].append((run_id, queue)))
+    monkeypatch.setattr(dispatch, "prepare_send", lambda run_id, queue, **_: sent["prepare"].append((run_id, queue)))
     monkeypatch.setattr(dispatch, "copies_delete_send", lambda *args: sent["copies"].append(args))
     monkeypatch.setattr(dispatch, "served_queues", lambda: {"site.A"})
     monkeypatch.setattr(services, "advance_send", sent["advance"].append)
