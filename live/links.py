@@ -26,6 +26,7 @@ from challenges.models import Activity, Challenge, Target
 from results.choices import RecordState
 from results.models import OptimizerDecision, RateRollup, TransferRecord
 from results.rollups import minute_floor
+from results.targets.figures import figures_row, targets_figures
 from sites.models import Site
 from sites.roles import experiments_visible
 
@@ -35,6 +36,11 @@ from .now import board_minute, challenge_targets_visible
 # config: MaxActivePerLink); the portal knows no link's configuration, so 60 for every link.
 FTS_MAX_ACTIVE = 60
 HOUR = timedelta(hours=1)
+# What the panel shows of each target on a link: the same figures as the rates API's row.
+LINK_TARGET_FIELDS = (
+    "id", "url", "activity", "experiment", "site", "link", "direction", "target_rate", "average_rate",
+    "last_15min_rate", "last_hour_rate", "verdict",
+)  # fmt: skip
 LinkKey = tuple[int, int]  # (source site id, destination site id)
 
 
@@ -53,6 +59,7 @@ class LinkRow:
     decision: OptimizerDecision | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
     window_errors: list[dict[str, Any]] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)  # the running targets whose flow is this link
 
 
 def _first_full_minute(moment: datetime) -> datetime:
@@ -75,6 +82,7 @@ def _planned_links(targets: list[Target], at: datetime) -> dict[LinkKey, LinkRow
             continue
         row = rows.setdefault(key, LinkRow(*key))  # type: ignore[arg-type]
         if activity.start <= at < activity.end:
+            row.targets.append(target)
             row.target_rate = (row.target_rate or 0.0) + target.rate
             if row.window_start is None or activity.start < row.window_start:
                 row.window_start = activity.start
@@ -201,6 +209,16 @@ def _decision_dict(decision: OptimizerDecision | None) -> dict[str, Any] | None:
     return {**{name: getattr(decision, name) for name in names}, "at": decision.at}
 
 
+def _target_figures(challenge: Challenge, rows: dict[LinkKey, LinkRow], at: datetime) -> dict[int, dict[str, Any]]:
+    """The figures of the running targets on the links (results.targets.figures, as every surface reads them): the
+    panel's rates are the link's whole traffic; these are what counts for each target."""
+    targets = list({target.pk: target for row in rows.values() for target in row.targets}.values())
+    return {
+        row.target.pk: {name: value for name, value in figures_row(row).items() if name in LINK_TARGET_FIELDS}
+        for row in targets_figures(challenge=challenge, targets=targets, at=at)
+    }
+
+
 def challenge_links(
     *, challenge: Challenge, user: Any, at: datetime | None = None, window_errors: bool = False
 ) -> dict[str, Any]:
@@ -216,6 +234,7 @@ def challenge_links(
     hour_errors = _failures(rows, experiments=sorted(experiments), since=at - HOUR, at=at)
     all_errors = _failures(rows, experiments=sorted(experiments), since=challenge.start, at=at) if window_errors else {}
     names = dict(Site.objects.filter(pk__in={pk for key in rows for pk in key}).values_list("pk", "name"))
+    figures = _target_figures(challenge, rows, at)
     links = []
     for key, row in rows.items():
         start = _first_full_minute(row.window_start or challenge.start)
@@ -233,6 +252,7 @@ def challenge_links(
             "fts": _decision_dict(row.decision),
             "limited_by": link_limited_by(decision=row.decision, target_rate=row.target_rate, rate=last_hour_rate),
             "errors": hour_errors.get(key, []),
+            "targets": [figures[target.pk] for target in row.targets],
         }
         if window_errors:
             link["window_errors"] = all_errors.get(key, [])

@@ -35,7 +35,9 @@ def demo_user_ensure() -> tuple[str, str]:
     username, password = settings.DEMO_USERNAME, demo_password()
     user, _ = get_user_model().objects.get_or_create(username=username)
     user.is_staff = True
-    user.set_password(password)
+    # A new hash (a new salt) would log out every demo session at each start: set it only when it changed.
+    if not user.check_password(password):
+        user.set_password(password)
     user.save()
     membership_grant(user=user, role=Role.COORDINATOR)
     return username, password

@@ -12,6 +12,7 @@ Plain Python on purpose: it runs before Django is configured, because it decides
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import shutil
@@ -271,6 +272,8 @@ def command_run(args: argparse.Namespace) -> int:
         port = int(os.environ.get("PORTAL_PORT", "8000"))
         if not processes.port_free(port):
             port = processes.free_port(port + 1)
+        # Alert links and e-mails name the portal by PORTAL_URL: the port chosen here unless the operator set one.
+        os.environ.setdefault("PORTAL_URL", f"http://127.0.0.1:{port}")
         commands = _children_commands(port)
         for name, argv in commands.items():
             children[name] = _child_start(name, argv)
@@ -404,7 +407,8 @@ def command_test(args: argparse.Namespace) -> int:
 def command_services(args: argparse.Namespace) -> int:
     """Start the services and print the environment to use them (for a shell or an IDE)."""
     stack = Stack()
-    stack.services()
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds only the exports: `eval "$(bin/portal services)"`
+        stack.services()
     for key in ("DATABASE_URL", "REDIS_URL"):
         print(f"export {key}={os.environ[key]}")
     return 0

@@ -10,6 +10,7 @@ its end.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from results.services import network_measurement_store, probe_record_new, record
 from .choices import RUN_ENDED, RunState
 from .engine import run_experiment_id, run_outcome
 from .models import Run
-from .probes.outcomes import FileOutcome
+from .probes.outcomes import ONLINE_BEFORE, FileOutcome
 
 
 def run_probe_begin(run_id: int) -> Run | None:
@@ -56,7 +57,7 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
                 run_id=run.pk,
                 activity_id=run.activity_id,
                 experiment_id=experiment_id,
-                outcome=outcome,
+                outcome=_counted(run, outcome),
                 state=RecordState.OK if outcome.ok else RecordState.FAILED,
                 concurrency=None,
                 origin_id=f"run{run.pk}-{run.kind}-{number}",
@@ -97,3 +98,12 @@ def _network_measurement(run: Run, experiment_id: int | None, summary: dict[str,
         start=run.started_at or now,
         end=now,
     )
+
+
+def _counted(run: Run, outcome: FileOutcome) -> FileOutcome:
+    """The outcome as its record counts it: a recall's file that was online already was not brought online by the
+    recall, so it counts no bytes for the A-DT targets (it stays a staged file on the run page and in the Tape
+    Challenge table's "online already")."""
+    if run.kind == ActivityKind.STAGING and outcome.details.get("locality_before") in ONLINE_BEFORE:
+        return dataclasses.replace(outcome, bytes=0)
+    return outcome

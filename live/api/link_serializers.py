@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
+
+from results.api.views import RATE_ROW_FIELDS
+
+from ..links import LINK_TARGET_FIELDS
 
 
 class OptimizerDecisionSerializer(serializers.Serializer[Any]):
@@ -40,6 +46,12 @@ class LinkRowSerializer(serializers.Serializer[Any]):
         choices=["fts_max_active", "fts_optimizer", "source", "destination"], allow_null=True
     )
     errors = LinkErrorSerializer(many=True, help_text="failures of the last hour by FTS category, scope, phase")
+    targets = inline_serializer(
+        "LinkTarget",
+        {name: copy.deepcopy(RATE_ROW_FIELDS[name]) for name in LINK_TARGET_FIELDS},
+        many=True,
+        help_text="the running targets whose flow is this link, with their figures as the rates API gives them",
+    )
 
 
 class LinkPanelSerializer(serializers.Serializer[Any]):

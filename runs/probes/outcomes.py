@@ -16,6 +16,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# Where a recall can find a file before it asks for it, on disk already (Tape REST localities): nothing of it comes
+# from tape.
+ONLINE_BEFORE = ("DISK", "DISK_AND_TAPE")
+
+
 @dataclass
 class FileOutcome:
     """One file's operation. `mode` is what was done: pull, push, streamed, native (XRootD TPC), stage, read,

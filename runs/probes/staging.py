@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 import gfal2
 
-from .outcomes import FileOutcome, utcnow
+from .outcomes import ONLINE_BEFORE, FileOutcome, utcnow
 
 PENDING_CODES = {errno.EAGAIN}  # gfal2: not online yet
 # gfal2's user.status, as the Tape REST API's localities.
@@ -92,7 +92,7 @@ class StagingResult:
         """The files that came from tape (offline before the recall) and those online already (never a tape rate);
         the tape rate: the former's bytes over their span, first recall start to last online."""
         from_tape = self._from_tape()
-        online = [o for o in self.files if o.ok and o.details.get("locality_before") in ("DISK", "DISK_AND_TAPE")]
+        online = [o for o in self.files if o.ok and o.details.get("locality_before") in ONLINE_BEFORE]
         span = (max(o.end for o in from_tape) - min(o.start for o in from_tape)).total_seconds() if from_tape else 0.0
         tape_bytes = sum(o.bytes for o in from_tape)
         return {
