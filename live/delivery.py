@@ -20,9 +20,9 @@ from django.utils import timezone
 
 from common.times import iso_utc
 
+from .audience import subscription_reads_alert, subscriptions_matching
 from .choices import AlertKind, AlertState, DeliveryFormat, DeliveryStatus
-from .models import Alert, AlertDelivery
-from .subscriptions import subscription_reads_alert, subscriptions_matching
+from .models import Alert, AlertDelivery, AlertSubscription
 from .webhooks import TIMEOUT, WebhookRefused, webhook_post
 
 logger = logging.getLogger(__name__)
@@ -122,27 +122,58 @@ def _send_after_commit(delivery_id: int) -> None:
     current_app.signature(DELIVERY_SEND_TASK, args=(delivery_id,)).apply_async()
 
 
+def _silenced(alert: Alert) -> bool:
+    return alert.silenced_until is not None and alert.silenced_until > timezone.now()
+
+
+def _delivery_make(alert: Alert, subscription: AlertSubscription) -> AlertDelivery | None:
+    """The delivery of the alert's current state to the subscription, None when it was made already; its task is
+    sent once the transaction commits."""
+    delivery, created = AlertDelivery.objects.get_or_create(
+        alert=alert, subscription=subscription, alert_state=alert.state
+    )
+    if not created:
+        return None
+    transaction.on_commit(functools.partial(_send_after_commit, delivery.pk))
+    return delivery
+
+
 def alert_deliveries_create(*, alert: Alert) -> list[AlertDelivery]:
     """Make the deliveries of the alert's current state: one for every active subscription that takes it and whose
-    creator may read it, none while the alert is silenced. Each alert, subscription and state is delivered once:
+    actor may read it, none while the alert is silenced. Each alert, subscription and state is delivered once:
     calling this again (every evaluation may) makes only the deliveries still missing. Returns the new deliveries;
     their task is sent once the transaction commits."""
-    if alert.silenced_until is not None and alert.silenced_until > timezone.now():
+    if _silenced(alert):
         return []
     made: list[AlertDelivery] = []
-    reads: dict[int | None, bool] = {}  # by creator: one look at the access policy each
+    reads: dict[tuple[Any, ...], bool] = {}  # by creator and scope: one look at the access policy each
     for subscription in subscriptions_matching(alert=alert):
-        creator = subscription.created_by_id
-        if creator not in reads:
-            reads[creator] = subscription_reads_alert(subscription=subscription, alert=alert)
-        if not reads[creator]:
-            continue
-        delivery, created = AlertDelivery.objects.get_or_create(
-            alert=alert, subscription=subscription, alert_state=alert.state
-        )
-        if created:
+        actor = (subscription.created_by_id, subscription.scope())
+        if actor not in reads:
+            reads[actor] = subscription_reads_alert(subscription=subscription, alert=alert)
+        if reads[actor] and (delivery := _delivery_make(alert, subscription)) is not None:
             made.append(delivery)
-            transaction.on_commit(functools.partial(_send_after_commit, delivery.pk))
+    return made
+
+
+def subscription_deliveries_create(*, subscription: AlertSubscription) -> list[AlertDelivery]:
+    """Tell a subscription, new or switched on again, of every alert open now that it takes and its actor may read
+    (not silenced): one "open" delivery each, as if it had been there when they opened. Idempotent like
+    alert_deliveries_create (once per alert, subscription and state), whose rules it follows."""
+    if not subscription.active:
+        return []
+    open_alerts = Alert.objects.filter(state=AlertState.OPEN).select_related("challenge")
+    if subscription.challenge_id is not None:
+        open_alerts = open_alerts.filter(challenge_id=subscription.challenge_id)
+    made: list[AlertDelivery] = []
+    for alert in open_alerts.order_by("started_at", "id"):
+        # Which alerts it takes is subscriptions_matching's to say (one definition), and the access policy's whether
+        # its actor reads them: a query or two per open alert, of which a challenge has a handful.
+        if _silenced(alert) or not subscriptions_matching(alert=alert).filter(pk=subscription.pk).exists():
+            continue
+        readable = subscription_reads_alert(subscription=subscription, alert=alert)
+        if readable and (delivery := _delivery_make(alert, subscription)) is not None:
+            made.append(delivery)
     return made
 
 
