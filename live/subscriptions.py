@@ -24,9 +24,9 @@ FIELDS = ("name", "url", "email", "format", "challenge", "experiments", "sites",
 
 def subscriptions_visible_to(*, user: Any) -> QuerySet[AlertSubscription]:
     """The subscriptions the user sees and manages: every one for a coordinator, their own for anyone else."""
-    queryset = AlertSubscription.objects.select_related("challenge", "created_by").prefetch_related(
-        "experiments", "sites"
-    )
+    queryset = AlertSubscription.objects.select_related(
+        "challenge", "created_by", "scope_site", "scope_experiment"
+    ).prefetch_related("experiments", "sites")
     return queryset if user_is_coordinator(user=user) else queryset.filter(created_by=user)
 
 

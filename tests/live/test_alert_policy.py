@@ -79,6 +79,7 @@ def test_a_subscription_made_with_an_atlas_token_hears_no_cms_alert(
     _, api = viewer_with_atlas_token
     made = api.post(SUBSCRIPTIONS, {"name": "all", "email": "x@example.org"}, format="json")
     assert made.status_code == 201, made.json()
+    assert made.json()["scope"] == {"role": "ddm", "site": None, "experiment": "ATLAS"}
     cms_alert = link_alert(world, "cms", "SITE-B", "SITE-C")
     atlas_alert = link_alert(world, "atlas", "SITE-B", "SITE-C")
     for alert in (cms_alert, atlas_alert):
