@@ -105,6 +105,7 @@ def _cleared(alert: Alert) -> tuple[str, str | None]:
     """The condition that no longer holds, and the alert's last figure while it held (None when it stores none),
     in the words and units of its kind (value and threshold as live.alerts stores them)."""
     value, threshold = alert.value, alert.threshold
+    figure: str | None
     if alert.kind == AlertKind.TARGET_AT_RISK:
         cleared = f"the projected average is no longer short of the target of {rate_text(threshold)}"
         figure = f"a projected average of {rate_text(value)}"
