@@ -36,6 +36,8 @@ class AlertSubscriptionAdmin(admin.ModelAdmin):
     list_select_related = ["challenge", "created_by"]
     filter_horizontal = ["experiments", "sites"]
     raw_id_fields = ["created_by"]
+    # The scope of the token it was made with is kept as it was made (sites.roles.actor_scoped).
+    readonly_fields = ["scope_role", "scope_site", "scope_experiment"]
 
 
 @admin.register(AlertDelivery)

@@ -1,5 +1,6 @@
-"""Delivery of alerts to their subscribers: the bodies (JSON, the Slack/Mattermost text, e-mail), one delivery per
-alert, subscription and state, sent by a Celery task after the commit, and each attempt at sending it recorded."""
+"""Delivery of alerts to their subscribers: one delivery per alert, subscription and state (a new subscription told
+of the alerts already open), sent by a Celery task after the commit, and each attempt at sending it recorded. What
+a delivery says (JSON, the Slack/Mattermost text, e-mail) is live.notices'."""
 
 from __future__ import annotations
 
@@ -10,19 +11,16 @@ import logging
 import smtplib
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote
 
 from celery import current_app
-from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from common.times import iso_utc
-
-from .choices import AlertKind, AlertState, DeliveryFormat, DeliveryStatus
-from .models import Alert, AlertDelivery
-from .subscriptions import subscription_reads_alert, subscriptions_matching
+from .audience import subscription_reads_alert, subscriptions_matching
+from .choices import AlertState, DeliveryFormat, DeliveryStatus
+from .models import Alert, AlertDelivery, AlertSubscription
+from .notices import alert_mail, alert_payload, slack_payload
 from .webhooks import TIMEOUT, WebhookRefused, webhook_post
 
 logger = logging.getLogger(__name__)
@@ -40,109 +38,62 @@ class DeliveryFailed(Exception):
         self.final = final
 
 
-def alert_now_url(*, alert: Alert) -> str:
-    """The absolute link to the alert's challenge's now board."""
-    return f"{settings.PORTAL_URL.rstrip('/')}/challenges/{quote(alert.challenge.slug)}/now/"
-
-
-def _name(row: Any) -> str | None:
-    return None if row is None else str(row.name)
-
-
-def alert_payload(*, alert: Alert, state: str | None = None) -> dict[str, Any]:
-    """The JSON body of a webhook: the alert as it stands, or as it stood in `state` (a delivery of the open state
-    sent after the alert resolved still says open, with no resolved_at)."""
-    state = state or alert.state
-    link = None
-    if alert.link_source_id is not None or alert.link_destination_id is not None:
-        link = {"source": _name(alert.link_source), "destination": _name(alert.link_destination)}
-    return {
-        "alert": {
-            "id": alert.pk,
-            "kind": alert.kind,
-            "state": state,
-            "challenge": alert.challenge.slug,
-            "activity": _name(alert.activity),
-            "experiment": _name(alert.experiment),
-            "site": _name(alert.site),
-            "link": link,
-            "value": alert.value,
-            "threshold": alert.threshold,
-            "message": alert.message,
-            "started_at": iso_utc(alert.started_at),
-            "resolved_at": iso_utc(alert.resolved_at) if state == AlertState.RESOLVED else None,
-            "url": alert_now_url(alert=alert),
-        }
-    }
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def alert_subject(*, alert: Alert) -> str:
-    """What the alert is about, as people read it: a link, a site or an activity, with its experiment."""
-    if alert.link_source_id is not None or alert.link_destination_id is not None:
-        about = f"{_name(alert.link_source) or '?'} → {_name(alert.link_destination) or '?'}"
-    elif alert.site_id is not None:
-        about = str(_name(alert.site))
-    elif alert.activity_id is not None:
-        about = str(_name(alert.activity))
-    else:
-        about = alert.subject
-    return f"{about} ({alert.experiment.name})" if alert.experiment is not None else about
-
-
-def _headline(alert: Alert, state: str) -> str:
-    kind = AlertKind(alert.kind).label if alert.kind in AlertKind.values else alert.kind
-    return _one_line(f"[{state.upper()}] {kind}, {alert.challenge.slug}: {alert_subject(alert=alert)}")
-
-
-def slack_payload(*, alert: Alert, state: str | None = None) -> dict[str, str]:
-    """The body Slack and Mattermost incoming webhooks take: one line with the state, kind, subject, message and
-    the link to the now board."""
-    state = state or alert.state
-    return {"text": f"{_headline(alert, state)}: {_one_line(alert.message)} {alert_now_url(alert=alert)}"}
-
-
-def _mail(alert: Alert, state: str) -> tuple[str, str]:
-    """The subject and plain-text body of an alert's e-mail."""
-    payload = alert_payload(alert=alert, state=state)["alert"]
-    lines = [alert.message, ""]
-    for label, key in (("Started", "started_at"), ("Resolved", "resolved_at"), ("Value", "value")):
-        if payload[key] is not None:
-            lines.append(f"{label}: {payload[key]}")
-    if payload["threshold"] is not None:
-        lines.append(f"Threshold: {payload['threshold']}")
-    lines += ["", f"Now board: {payload['url']}", "", f"Alert {alert.pk}, {alert.kind}, {alert.subject}"]
-    return _headline(alert, state)[:200], "\n".join(lines)
-
-
 def _send_after_commit(delivery_id: int) -> None:
     current_app.signature(DELIVERY_SEND_TASK, args=(delivery_id,)).apply_async()
 
 
+def _silenced(alert: Alert) -> bool:
+    return alert.silenced_until is not None and alert.silenced_until > timezone.now()
+
+
+def _delivery_make(alert: Alert, subscription: AlertSubscription) -> AlertDelivery | None:
+    """The delivery of the alert's current state to the subscription, None when it was made already; its task is
+    sent once the transaction commits."""
+    delivery, created = AlertDelivery.objects.get_or_create(
+        alert=alert, subscription=subscription, alert_state=alert.state
+    )
+    if not created:
+        return None
+    transaction.on_commit(functools.partial(_send_after_commit, delivery.pk))
+    return delivery
+
+
 def alert_deliveries_create(*, alert: Alert) -> list[AlertDelivery]:
     """Make the deliveries of the alert's current state: one for every active subscription that takes it and whose
-    creator may read it, none while the alert is silenced. Each alert, subscription and state is delivered once:
+    actor may read it, none while the alert is silenced. Each alert, subscription and state is delivered once:
     calling this again (every evaluation may) makes only the deliveries still missing. Returns the new deliveries;
     their task is sent once the transaction commits."""
-    if alert.silenced_until is not None and alert.silenced_until > timezone.now():
+    if _silenced(alert):
         return []
     made: list[AlertDelivery] = []
-    reads: dict[int | None, bool] = {}  # by creator: one look at the access policy each
+    reads: dict[tuple[Any, ...], bool] = {}  # by creator and scope: one look at the access policy each
     for subscription in subscriptions_matching(alert=alert):
-        creator = subscription.created_by_id
-        if creator not in reads:
-            reads[creator] = subscription_reads_alert(subscription=subscription, alert=alert)
-        if not reads[creator]:
-            continue
-        delivery, created = AlertDelivery.objects.get_or_create(
-            alert=alert, subscription=subscription, alert_state=alert.state
-        )
-        if created:
+        actor = (subscription.created_by_id, subscription.scope())
+        if actor not in reads:
+            reads[actor] = subscription_reads_alert(subscription=subscription, alert=alert)
+        if reads[actor] and (delivery := _delivery_make(alert, subscription)) is not None:
             made.append(delivery)
-            transaction.on_commit(functools.partial(_send_after_commit, delivery.pk))
+    return made
+
+
+def subscription_deliveries_create(*, subscription: AlertSubscription) -> list[AlertDelivery]:
+    """Tell a subscription, new or switched on again, of every alert open now that it takes and its actor may read
+    (not silenced): one "open" delivery each, as if it had been there when they opened. Idempotent like
+    alert_deliveries_create (once per alert, subscription and state), whose rules it follows."""
+    if not subscription.active:
+        return []
+    open_alerts = Alert.objects.filter(state=AlertState.OPEN).select_related("challenge")
+    if subscription.challenge_id is not None:
+        open_alerts = open_alerts.filter(challenge_id=subscription.challenge_id)
+    made: list[AlertDelivery] = []
+    for alert in open_alerts.order_by("started_at", "id"):
+        # Which alerts it takes is subscriptions_matching's to say (one definition), and the access policy's whether
+        # its actor reads them: a query or two per open alert, of which a challenge has a handful.
+        if _silenced(alert) or not subscriptions_matching(alert=alert).filter(pk=subscription.pk).exists():
+            continue
+        readable = subscription_reads_alert(subscription=subscription, alert=alert)
+        if readable and (delivery := _delivery_make(alert, subscription)) is not None:
+            made.append(delivery)
     return made
 
 
@@ -153,7 +104,7 @@ def _deliver(delivery: AlertDelivery) -> tuple[int | None, str | None]:
     if not subscription.active:
         raise DeliveryFailed("the subscription was switched off before this was sent", final=True)
     if subscription.email:
-        subject, body = _mail(alert, state)
+        subject, body = alert_mail(alert=alert, state=state)
         try:
             send_mail(subject, body, None, [subscription.email], fail_silently=False)
         except (OSError, ValueError, smtplib.SMTPException) as exc:

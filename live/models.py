@@ -7,9 +7,16 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
-from sites.roles import ExperimentRestrictedQuerySet
+from sites.roles import ExperimentSiteRestrictedQuerySet, Grant
 
 from .choices import AlertKind, AlertState, DeliveryFormat, DeliveryStatus
+
+
+class AlertQuerySet(ExperimentSiteRestrictedQuerySet):
+    """Alerts as the access policy restricts them: `restrict(user, "view")` by their experiment, and
+    `restrict(user, "acknowledge" | "silence")` by their experiment and their site or either end of their link."""
+
+    site_fields = ("site_id", "link_source_id", "link_destination_id")
 
 
 class Alert(models.Model):
@@ -50,8 +57,8 @@ class Alert(models.Model):
     )
 
     # Who may read an alert: the access policy's rule on its experiment (an alert of no experiment, such as a site's
-    # drop over all experiments, is read by every role but a DDM service's).
-    objects = ExperimentRestrictedQuerySet.as_manager()
+    # drop over all experiments, is read by every role but a DDM service's); who may act on it: sites.roles too.
+    objects = AlertQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -85,6 +92,15 @@ class AlertSubscription(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     active = models.BooleanField(default=True)
+    # The scope of the token it was made with, kept for as long as it lives: its deliveries go only to what its
+    # creator may read within that scope (sites.roles.actor_scoped). Empty role: made with all the creator's roles.
+    scope_role = models.CharField(
+        max_length=16, blank=True, help_text="the role of the token it was made with; empty: all its creator's roles"
+    )
+    scope_site = models.ForeignKey("sites.Site", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    scope_experiment = models.ForeignKey(
+        "sites.Experiment", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["name", "id"]
@@ -96,6 +112,12 @@ class AlertSubscription(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def scope(self) -> Grant | None:
+        """The token scope it was made with, or None when it was made with all its creator's roles."""
+        if not self.scope_role:
+            return None
+        return Grant(self.scope_role, self.scope_site_id, self.scope_experiment_id)
 
 
 class AlertDelivery(models.Model):

@@ -1,29 +1,73 @@
-"""What people do with alerts (writes): acknowledge one, silence one until a time. Who may is decided by the access
-policy: anyone who may read the alert (sites.roles), but a viewer, whose role reads and never writes."""
+"""What people do with alerts (writes): acknowledge one, silence one until a time. Who may is the access policy's
+(`Alert.objects.restrict(user, "acknowledge" | "silence")`, sites.roles): a coordinator any alert, a DDM service
+its experiment's, a site admin those about their own sites, a viewer none. A silence lasts at most
+ALERT_SILENCE_MAX_SECONDS (a week unless configured)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from sites.roles import user_roles
+from common.times import iso_utc
+from common.units import window_text
+from sites.models import Site
+from sites.roles import user_roles, user_site_ids
 
 from .models import Alert
 
 
-def _may_act(user: Any) -> None:
+def _refusal(user: Any, doing: str) -> str:
+    """Why the access policy does not let the user act on this alert, in their role's words."""
     roles = user_roles(user=user)
     if not roles or roles <= {"viewer"}:
-        raise PermissionDenied("Viewers read alerts; acknowledging or silencing one takes another role.")
+        return f"Viewers read alerts; {doing} one takes another role."
+    parts = []
+    if site_ids := user_site_ids(user=user):
+        names = ", ".join(Site.objects.filter(pk__in=site_ids).order_by("name").values_list("name", flat=True))
+        parts.append(f"a site admin, those about their own sites ({names})")
+    if "ddm" in roles:
+        parts.append("a DDM service, those of its experiment")
+    allowed = "; ".join(parts) or "no alert"
+    return f"This alert is not yours to act on: {doing} an alert takes a coordinator, or {allowed}."
+
+
+def _may_act(alert: Alert, user: Any, action: str) -> None:
+    if not Alert.objects.restrict(user, action).filter(pk=alert.pk).exists():
+        doing = "acknowledging" if action == "acknowledge" else "silencing"
+        raise PermissionDenied(_refusal(user, doing))
+
+
+def _length_text(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    if days and not rest:
+        return f"{days} day{'s' if days > 1 else ''}"
+    return window_text(seconds)
+
+
+def _until_problem(until: datetime, now: datetime) -> str | None:
+    """Why a silence cannot end at `until`, or None."""
+    if timezone.is_naive(until):
+        return "give a time with its zone, e.g. 2026-11-25T18:00:00Z"
+    if until <= now:
+        return f"{until.isoformat()} has passed: silence until a time to come"
+    longest = int(settings.ALERT_SILENCE_MAX_SECONDS)
+    if until - now > timedelta(seconds=longest):
+        return (
+            f"a silence lasts at most {_length_text(longest)} (ALERT_SILENCE_MAX_SECONDS): until "
+            f"{iso_utc(now + timedelta(seconds=longest))} at the latest, not {iso_utc(until)}"
+        )
+    return None
 
 
 def alert_acknowledge(*, alert: Alert, user: Any) -> Alert:
-    """Mark that someone is on it: who and when (again by another person: the latest stands)."""
-    _may_act(user)
+    """Mark that someone is on it: who and when (again by another person: the latest stands). Raises
+    PermissionDenied when the access policy does not let the user act on this alert."""
+    _may_act(alert, user, "acknowledge")
     with transaction.atomic():
         locked = Alert.objects.select_for_update().get(pk=alert.pk)
         locked.acknowledged_by, locked.acknowledged_at = user, timezone.now()
@@ -32,17 +76,12 @@ def alert_acknowledge(*, alert: Alert, user: Any) -> Alert:
 
 
 def alert_silence(*, alert: Alert, user: Any, until: datetime | None) -> Alert:
-    """No deliveries of this alert before `until` (None lifts the silence). A time in the past, or more than 30 days
-    ahead, is refused."""
-    _may_act(user)
-    now = timezone.now()
-    if until is not None:
-        if timezone.is_naive(until):
-            raise ValidationError({"until": ["give a time with its zone, e.g. 2026-11-25T18:00:00Z"]})
-        if until <= now:
-            raise ValidationError({"until": [f"{until.isoformat()} has passed: silence until a time to come"]})
-        if (until - now).days > 30:
-            raise ValidationError({"until": ["at most 30 days ahead"]})
+    """No deliveries of this alert before `until` (None lifts the silence). Raises PermissionDenied when the access
+    policy does not let the user act on this alert, and ValidationError on `until` for a time without its zone, in
+    the past, or further ahead than ALERT_SILENCE_MAX_SECONDS."""
+    _may_act(alert, user, "silence")
+    if until is not None and (problem := _until_problem(until, timezone.now())):
+        raise ValidationError({"until": [problem]})
     with transaction.atomic():
         locked = Alert.objects.select_for_update().get(pk=alert.pk)
         locked.silenced_until, locked.silenced_by = until, user if until is not None else None

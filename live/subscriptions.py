@@ -1,5 +1,6 @@
-"""Who subscribed to which alerts: the subscriptions a user sees and manages, the ones an alert goes to, and saving
-them within the access policy (a DDM service subscribes to its own experiment's alerts only)."""
+"""Who subscribed to which alerts: the subscriptions a user sees and manages, and saving them within the access
+policy (a DDM service subscribes to its own experiment's alerts only; one made with a token keeps its scope). Which
+subscriptions an alert goes to is live.audience's."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from challenges.selectors import challenges_visible
 from sites.models import Experiment, Site
-from sites.roles import experiments_visible, user_is_coordinator
+from sites.roles import experiments_visible, token_scope_of, user_is_coordinator
 
+from .delivery import subscription_deliveries_create
 from .models import Alert, AlertDelivery, AlertSubscription
 from .webhooks import webhook_url_problem
 
@@ -22,9 +24,9 @@ FIELDS = ("name", "url", "email", "format", "challenge", "experiments", "sites",
 
 def subscriptions_visible_to(*, user: Any) -> QuerySet[AlertSubscription]:
     """The subscriptions the user sees and manages: every one for a coordinator, their own for anyone else."""
-    queryset = AlertSubscription.objects.select_related("challenge", "created_by").prefetch_related(
-        "experiments", "sites"
-    )
+    queryset = AlertSubscription.objects.select_related(
+        "challenge", "created_by", "scope_site", "scope_experiment"
+    ).prefetch_related("experiments", "sites")
     return queryset if user_is_coordinator(user=user) else queryset.filter(created_by=user)
 
 
@@ -35,37 +37,6 @@ def deliveries_visible_to(*, user: Any) -> QuerySet[AlertDelivery]:
         alert__in=Alert.objects.restrict(user, "view")
     )
     return queryset if user_is_coordinator(user=user) else queryset.filter(subscription__created_by=user)
-
-
-def subscriptions_matching(*, alert: Alert) -> QuerySet[AlertSubscription]:
-    """The active subscriptions whose challenge, experiments, sites and kinds take the alert (an empty list takes
-    everything; sites take the alert's site or either end of its link). Who may read it is not decided here."""
-    experiments = AlertSubscription.experiments.through.objects.filter(alertsubscription_id=OuterRef("pk"))
-    sites = AlertSubscription.sites.through.objects.filter(alertsubscription_id=OuterRef("pk"))
-    takes_experiment: Any = ~Exists(experiments)
-    if alert.experiment_id is not None:
-        takes_experiment |= Exists(experiments.filter(experiment_id=alert.experiment_id))
-    site_ids = [site_id for site_id in (alert.site_id, alert.link_source_id, alert.link_destination_id) if site_id]
-    return (
-        AlertSubscription.objects.filter(active=True)
-        .filter(Q(challenge__isnull=True) | Q(challenge_id=alert.challenge_id))
-        .filter(Q(kinds=[]) | Q(kinds__contains=[alert.kind]))
-        .filter(takes_experiment)
-        .filter(~Exists(sites) | Exists(sites.filter(site_id__in=site_ids)))
-        .select_related("created_by")
-        .order_by("id")
-    )
-
-
-def subscription_reads_alert(*, subscription: AlertSubscription, alert: Alert) -> bool:
-    """Whether the subscription's creator may read the alert under the access policy. A subscription nobody
-    created (made in the admin) is a coordinator's; a deactivated creator's gets nothing."""
-    creator = subscription.created_by
-    if creator is None:
-        return True
-    if not creator.is_active:
-        return False
-    return bool(Alert.objects.restrict(creator, "view").filter(pk=alert.pk).exists())
 
 
 def _scope_problems(*, user: Any, fields: dict[str, Any]) -> None:
@@ -107,10 +78,23 @@ def subscription_create(*, user: Any, fields: dict[str, Any]) -> AlertSubscripti
     _scope_problems(user=user, fields=fields)
     _delivery_problems(url=fields.get("url", ""), email=fields.get("email", ""))
     simple = {name: fields[name] for name in FIELDS if name in fields and name not in ("experiments", "sites")}
-    subscription = AlertSubscription.objects.create(created_by=user if user.is_authenticated else None, **simple)
+    scope = token_scope_of(user=user)  # made with a token: it keeps the token's scope as long as it lives
+    subscription = AlertSubscription.objects.create(
+        created_by=user if user.is_authenticated else None,
+        scope_role=scope.role if scope else "",
+        scope_site_id=scope.site_id if scope else None,
+        scope_experiment_id=scope.experiment_id if scope else None,
+        **simple,
+    )
     subscription.experiments.set(fields.get("experiments") or [])
     subscription.sites.set(fields.get("sites") or [])
+    _open_alerts_deliver(subscription)
     return subscription
+
+
+def _open_alerts_deliver(subscription: AlertSubscription) -> None:
+    """Send the subscription an "open" notice of each alert already open that it takes."""
+    subscription_deliveries_create(subscription=subscription)
 
 
 @transaction.atomic
@@ -130,6 +114,8 @@ def subscription_update(*, subscription: AlertSubscription, user: Any, fields: d
         subscription.experiments.set(fields["experiments"])
     if "sites" in fields:
         subscription.sites.set(fields["sites"])
+    # Switched on again, or taking more: the alerts open now that it has not been told of yet.
+    _open_alerts_deliver(subscription)
     return subscription
 
 

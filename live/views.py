@@ -18,6 +18,7 @@ from challenges.views import read_access
 from common.units import rate_text
 
 from .links import challenge_links
+from .models import Alert
 from .now import now_board
 from .selectors import alerts_visible
 from .services import alert_acknowledge, alert_silence
@@ -49,13 +50,22 @@ def _board_context(request: HttpRequest, slug: str) -> dict[str, Any]:
     for row in board["targets"]:
         row["spark"] = sparkline(row["trend"], row["target_rate"]) if row["trend"] else None
     history = alerts_visible(user=request.user, challenge=challenge, state="resolved")[:20]
-    can_act = request.user.is_authenticated
+    shown = [alert.pk for alert in board["alerts"]]
+    # The buttons of the alerts the access policy lets this user act on, and no others (the services refuse the
+    # rest anyway).
+    may = {
+        action: set(Alert.objects.restrict(request.user, action).filter(pk__in=shown).values_list("pk", flat=True))
+        for action in ("acknowledge", "silence")
+        if shown
+    }
     return {
         "challenge": challenge,
         "board": board,
         "history": history,
         "refresh_seconds": REFRESH_SECONDS,
-        "can_act": can_act,
+        "may_acknowledge": may.get("acknowledge", set()),
+        "may_silence": may.get("silence", set()),
+        "now": timezone.now(),
     }
 
 

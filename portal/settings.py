@@ -391,6 +391,8 @@ LOGGING = {
 # and the mail server alerts' e-mails go through (the console backend prints them).
 PORTAL_URL = env.str("PORTAL_URL", default="http://127.0.0.1:8000")
 ALERT_WEBHOOK_PRIVATE_HOSTS = env.bool("ALERT_WEBHOOK_PRIVATE_HOSTS", default=False)
+# The longest an alert may be silenced for, in seconds (a week): a longer silence is refused (live/services.py).
+ALERT_SILENCE_MAX_SECONDS = env.int("ALERT_SILENCE_MAX_SECONDS", default=7 * 24 * 3600)
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)

@@ -10,12 +10,13 @@ the permission checks of one request cost one query; the services below drop tha
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from .choices import Role
 from .models import Experiment, Membership, Site
@@ -25,20 +26,23 @@ _SCOPED_ATTRIBUTE = "_sites_token_scoped"
 
 
 @dataclass(frozen=True)
-class _Grant:
+class Grant:
+    """One role with its scope, as plain values: a membership, or the scope a token carries (and that what the
+    token made keeps)."""
+
     role: str
     site_id: int | None
     experiment_id: int | None
 
 
-def _grants(user: Any) -> tuple[_Grant, ...]:
+def _grants(user: Any) -> tuple[Grant, ...]:
     """The user's memberships as plain values, read once per user object."""
     if user is None or not user.is_authenticated:
         return ()
-    cached: tuple[_Grant, ...] | None = getattr(user, _CACHE_ATTRIBUTE, None)
+    cached: tuple[Grant, ...] | None = getattr(user, _CACHE_ATTRIBUTE, None)
     if cached is None:
         cached = tuple(
-            _Grant(role, site_id, experiment_id)
+            Grant(role, site_id, experiment_id)
             for role, site_id, experiment_id in Membership.objects.filter(user=user).values_list(
                 "role", "site_id", "experiment_id"
             )
@@ -49,8 +53,35 @@ def _grants(user: Any) -> tuple[_Grant, ...]:
 
 def token_scope_apply(*, user: Any, membership: Membership) -> None:
     """Limit this request's user to the one role its token carries (no other membership, no superuser powers)."""
-    setattr(user, _CACHE_ATTRIBUTE, (_Grant(membership.role, membership.site_id, membership.experiment_id),))
+    setattr(user, _CACHE_ATTRIBUTE, (Grant(membership.role, membership.site_id, membership.experiment_id),))
     setattr(user, _SCOPED_ATTRIBUTE, True)
+
+
+def token_scope_of(*, user: Any) -> Grant | None:
+    """The one role this request's token carries, or None when the user acts with all of their roles (a login, a
+    token issued without a role). What the request makes stores it: it keeps that scope as long as it lives."""
+    if not getattr(user, _SCOPED_ATTRIBUTE, False):
+        return None
+    (grant,) = getattr(user, _CACHE_ATTRIBUTE)
+    return grant
+
+
+def actor_scoped(*, user: Any, scope: Grant | None) -> Any | None:
+    """Who acts for something a user made (a subscription, which reads alerts long after the request): the user's
+    roles as they are now, limited to the token scope it was made with (their memberships ∩ that scope). None when
+    the actor may do nothing: the user is gone or inactive, or no longer holds the scope's role (an actor holding no
+    role would otherwise read as a viewer, everything). The user object itself is left as it is."""
+    if user is None or not user.is_active:
+        return None
+    if scope is None:
+        return user
+    actor = copy.copy(user)
+    _forget(actor)
+    if scope not in _grants(actor):
+        return None
+    setattr(actor, _CACHE_ATTRIBUTE, (scope,))
+    setattr(actor, _SCOPED_ATTRIBUTE, True)
+    return actor
 
 
 def _forget(user: Any) -> None:
@@ -178,3 +209,27 @@ class ActivityExperimentQuerySet(ExperimentRestrictedQuerySet):
     """Rows that belong to an experiment through their activity (targets, runs)."""
 
     experiment_field = "activity__experiment_id"
+
+
+class ExperimentSiteRestrictedQuerySet(ExperimentRestrictedQuerySet):
+    """Rows of an experiment that are also about sites (an alert: its site, the ends of its link), which people act
+    on (acknowledge, silence). Read as every experiment's rows; acted on, of the rows the user reads, by a
+    coordinator (every one), a DDM service (its experiment's) and a site admin (those about one of their sites, by
+    any of `site_fields`), never by a viewer, whatever the row."""
+
+    site_fields: tuple[str, ...] = ("site_id",)
+    act_actions = frozenset({"acknowledge", "silence"})
+
+    def restrict(self, user: Any, action: str = "view") -> Any:
+        if action not in self.act_actions:
+            return super().restrict(user, action)
+        readable = super().restrict(user, "view")
+        if user_is_coordinator(user=user):
+            return readable
+        allowed = Q()
+        if site_ids := user_site_ids(user=user):
+            for field in self.site_fields:
+                allowed |= Q(**{f"{field}__in": site_ids})
+        if experiment_ids := user_experiment_ids(user=user):
+            allowed |= Q(**{f"{self.experiment_field}__in": experiment_ids})
+        return readable.filter(allowed) if allowed else readable.none()

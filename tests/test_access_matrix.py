@@ -1,5 +1,6 @@
 """The access policy at every door: every role against every URL the portal serves (pages, their CSV/JSON exports,
-calendar feeds, the API), walked from the URL configuration itself so that a new door is checked the day it opens.
+calendar feeds, the API), walked from the URL configuration itself so that a new door is checked the day it opens;
+and every role's scoped token against an alert's actions (acknowledge, silence, subscribe).
 
 For each role and each GET:
 - never a 5xx;
@@ -20,8 +21,11 @@ import pytest
 from django.test import Client
 from django.urls import get_resolver
 from django.urls.resolvers import URLPattern, URLResolver
+from django.utils import timezone
+from rest_framework.test import APIClient
 
 from challenges.models import Activity, Challenge, Target
+from live.models import Alert, AlertDelivery
 from reports.models import SiteReport
 from results.models import FailureRule, TransferRecord
 from results.services import records_store
@@ -29,7 +33,7 @@ from runs.models import Run
 from sites.choices import Role
 from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
 from sites.roles import membership_grant
-from sites.tokens import token_create
+from sites.tokens import token_create, token_issue
 from sweeps.models import Sweep, SweepStep
 from tests.sites.factories import UserFactory
 
@@ -221,3 +225,43 @@ def test_coordinator_pages_are_refused_to_the_other_roles(role: str, world: dict
         "/ingest/unknown-hosts/",
     ):
         assert client.get(path).status_code in (403, 404), path
+
+
+# What each role's token may do to an alert (acknowledge, silence): to ATLAS's alert about OWN, to CMS's about OTHER
+# (a DDM service of ATLAS does not read CMS's: 404), and which of the two an e-mail subscription it makes hears of.
+ALERT_ACTS = {
+    "viewer": (403, 403, {"ATLAS", "CMS"}),
+    "ddm": (200, 404, {"ATLAS"}),
+    "site-admin": (200, 403, {"ATLAS", "CMS"}),
+    "coordinator": (200, 200, {"ATLAS", "CMS"}),
+}
+
+
+@pytest.mark.parametrize("role", sorted(ALERT_ACTS))
+def test_acknowledge_silence_and_subscribe_with_a_scoped_token(role: str, world: dict[str, Any]) -> None:
+    challenge, other = Challenge.objects.get(slug="dc"), Site.objects.get(name="OTHER")
+    alerts = {
+        experiment.name: Alert.objects.create(
+            challenge=challenge, kind="no_traffic", subject=f"site:{site.pk}:{experiment.name}", experiment=experiment,
+            site=site, message=f"{experiment.name}: no transfer", started_at=T0, last_seen_at=T0,
+        )
+        for experiment, site in ((world["atlas"], world["own"]), (Experiment.objects.get(name="CMS"), other))
+    }  # fmt: skip
+    scope = {"site-admin": {"site": world["own"]}, "ddm": {"experiment": world["atlas"]}}.get(role, {})
+    _, key = token_issue(username=f"token-{role}", role=role, **scope)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    own_status, other_status, hears = ALERT_ACTS[role]
+    until = (timezone.now() + timedelta(hours=1)).isoformat()
+    for experiment, expected in (("ATLAS", own_status), ("CMS", other_status)):
+        alert = alerts[experiment]
+        acknowledged = api.post(f"/api/v1/alerts/{alert.pk}/acknowledge/")
+        silenced = api.post(f"/api/v1/alerts/{alert.pk}/silence/", {"until": until}, format="json")
+        assert (acknowledged.status_code, silenced.status_code) == (expected, expected), (role, experiment)
+    Alert.objects.update(silenced_until=None)  # so that the subscription's catch-up is not held back by a silence
+    made = api.post("/api/v1/alerts/subscriptions/", {"name": "all", "email": "x@example.org"}, format="json")
+    assert made.status_code == 201, made.json()
+    heard = AlertDelivery.objects.filter(subscription_id=made.json()["id"]).values_list(
+        "alert__experiment__name", flat=True
+    )
+    assert set(heard) == hears

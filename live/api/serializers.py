@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from challenges.selectors import challenges_visible
@@ -36,6 +37,14 @@ def _unknown(what: str, names: list[str]) -> serializers.ValidationError:
     return serializers.ValidationError(f"no {what} named {listed}")
 
 
+class TokenScopeSerializer(serializers.Serializer[Any]):
+    """The scope of the token a subscription was made with: it hears only what that role reads."""
+
+    role = serializers.CharField()
+    site = serializers.CharField(allow_null=True, help_text="a site admin's site")
+    experiment = serializers.CharField(allow_null=True, help_text="a DDM service's experiment")
+
+
 class AlertSubscriptionSerializer(serializers.ModelSerializer[AlertSubscription]):
     challenge = _ChallengeSlugField(
         required=False, allow_null=True, max_length=100, help_text="the challenge's slug; null for every challenge"
@@ -62,6 +71,10 @@ class AlertSubscriptionSerializer(serializers.ModelSerializer[AlertSubscription]
         help_text="alert kinds; empty for every kind",
     )
     created_by = serializers.CharField(source="created_by.username", read_only=True, allow_null=True)
+    scope = serializers.SerializerMethodField(
+        help_text="made with a token of one role: that role, kept as long as the subscription lives (it hears only "
+        "what the role reads); null: made with all its creator's roles"
+    )
 
     class Meta:
         model = AlertSubscription
@@ -78,6 +91,7 @@ class AlertSubscriptionSerializer(serializers.ModelSerializer[AlertSubscription]
             "active",
             "created_by",
             "created_at",
+            "scope",
         ]
         read_only_fields = ["created_at"]
         extra_kwargs = {
@@ -95,6 +109,17 @@ class AlertSubscriptionSerializer(serializers.ModelSerializer[AlertSubscription]
                     {"non_field_errors": [f"unknown field {name[:100]!r} (known: {known})" for name in unknown[:20]]}
                 )
         return super().to_internal_value(data)
+
+    @extend_schema_field(TokenScopeSerializer(allow_null=True))
+    def get_scope(self, subscription: AlertSubscription) -> dict[str, Any] | None:
+        if not subscription.scope_role:
+            return None
+        site, experiment = subscription.scope_site, subscription.scope_experiment
+        return {
+            "role": subscription.scope_role,
+            "site": site.name if site else None,
+            "experiment": experiment.name if experiment else None,
+        }
 
     def validate_challenge(self, slug: str | None) -> Any:
         if slug is None:

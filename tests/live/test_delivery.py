@@ -14,8 +14,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from live import webhooks
-from live.delivery import DeliveryFailed, alert_deliveries_create, alert_payload, delivery_attempt, slack_payload
+from live.delivery import DeliveryFailed, alert_deliveries_create, delivery_attempt
 from live.models import AlertDelivery
+from live.notices import alert_payload, slack_payload
 from live.tasks import delivery_send
 from sites.roles import membership_grant
 from tests.challenges.factories import ActivityFactory, ChallengeFactory

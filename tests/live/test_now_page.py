@@ -24,9 +24,9 @@ def live() -> Scenario:
     return scenario
 
 
-def logged_in(role: str) -> Client:
+def logged_in(role: str, **scope: Any) -> Client:
     user = UserFactory(username=f"{role}-page")
-    membership_grant(user=user, role=role)
+    membership_grant(user=user, role=role, **scope)
     client = Client()
     client.force_login(user)
     return client
@@ -53,7 +53,22 @@ def test_a_coordinator_acknowledges_and_silences_from_the_page(live: Scenario) -
     alert.refresh_from_db()
     assert alert.acknowledged_by.username == "coordinator-page" and alert.silenced_until is not None  # type: ignore[union-attr]
     page = client.get("/challenges/live/now/").content.decode()
-    assert "acknowledged by coordinator-page" in page and "silenced until" in page
+    until = f"{alert.silenced_until:%Y-%m-%d %H:%M} UTC"
+    assert "acknowledged by coordinator-page" in page and f"silenced by coordinator-page until {until}" in page
+
+
+def test_a_viewer_is_shown_no_acknowledge_or_silence_button(live: Scenario) -> None:
+    page = logged_in("viewer").get("/challenges/live/now/").content.decode()
+    assert "no transfer has ended" in page  # the alerts are there
+    assert "Acknowledge</button>" not in page and "Silence</button>" not in page
+
+
+def test_a_site_admin_is_shown_the_buttons_of_their_own_sites_alerts_only(live: Scenario) -> None:
+    page = logged_in("site-admin", site=live.sites["D"]).get("/challenges/live/now/").content.decode()
+    assert Alert.objects.filter(state="open").count() == 3
+    assert page.count("Acknowledge</button>") == page.count("Silence</button>") == 1
+    own = Alert.objects.get(kind="no_traffic")  # the target into LIVE-D
+    assert f"/now/alerts/{own.pk}/acknowledge/" in page and f"/now/alerts/{own.pk}/silence/" in page
 
 
 def test_a_viewer_may_not_acknowledge(live: Scenario) -> None:

@@ -74,6 +74,7 @@ def test_a_coordinator_subscribes_a_webhook_to_a_challenge(world: dict[str, Any]
         "kinds": ["no_traffic"],
         "active": True,
         "created_by": "coord",
+        "scope": None,
     }
     assert data["created_at"].endswith("Z")
 
