@@ -27,6 +27,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from .active_time import islands_sql
 from .partitions import months_retired
 
 KEY = "activity_id, source_site_id, destination_site_id, mode, concurrency"
@@ -98,24 +99,6 @@ UPDATE results_linkerror AS e SET failures = e.failures - d.failures
 FROM ({_ERRORS}) AS d WHERE {_SAME_KEY.format(a="e", b="d")} AND e.message = d.message
 """
 
-# Islands of a set of intervals (columns KEY, start, "end", of positive length) as gaps and islands, like
-# LINK_CELLS: an interval opens an island when it starts after every earlier one (in start order) has ended.
-ISLANDS = f"""
-SELECT {KEY}, min(start) AS start, max("end") AS "end"
-FROM (
-    SELECT {KEY}, start, "end",
-           sum(opens) OVER (PARTITION BY {KEY} ORDER BY start, "end" ROWS UNBOUNDED PRECEDING) AS island
-    FROM (
-        SELECT {KEY}, start, "end",
-               CASE WHEN start <= max("end") OVER (PARTITION BY {KEY} ORDER BY start, "end"
-                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                    THEN 0 ELSE 1 END AS opens
-        FROM ({{intervals}}) AS i
-    ) AS marked
-) AS numbered
-GROUP BY {KEY}, island
-"""
-
 # The span of the new intervals of each key; the stored islands that meet it are taken out (into link_touched)
 # and merged with the new intervals. An island that meets the span but no new interval is put back as it was.
 _SPANS = f'SELECT {KEY}, min(start) AS lo, max("end") AS hi FROM link_delta WHERE "end" > start GROUP BY {KEY}'
@@ -131,9 +114,10 @@ SELECT * FROM touched
 _MERGE = f"""
 INSERT INTO results_linkinterval ({KEY}, start, "end")
 {
-    ISLANDS.format(
+    islands_sql(
+        key=KEY,
         intervals=f'SELECT {KEY}, start, "end" FROM link_touched '
-        f'UNION ALL SELECT {KEY}, start, "end" FROM link_delta WHERE "end" > start'
+        f'UNION ALL SELECT {KEY}, start, "end" FROM link_delta WHERE "end" > start',
     )
 }
 """
@@ -166,12 +150,13 @@ AND r.state IN ('ok', 'failed')
 _DIRTY_REBUILD = f"""
 INSERT INTO results_linkinterval ({KEY}, start, "end")
 {
-    ISLANDS.format(
+    islands_sql(
+        key=KEY,
         intervals=f'''SELECT k.activity_id, k.source_site_id, k.destination_site_id, k.mode, k.concurrency,
                              r.start, r."end"
                       FROM link_dirty AS k JOIN results_transferrecord AS r
                         ON {_RECORDS_OF_KEY} AND r."end" <= k."end" AND r."end" > r.start AND r.start >= k.start
-                      WHERE NOT k.runs'''
+                      WHERE NOT k.runs''',
     )
 }
 """
@@ -260,7 +245,7 @@ def link_intervals_rebuild() -> int:
         cursor.execute(f"INSERT INTO results_linkerror ({KEY}, message, failures) {_ERRORS}")
         cursor.execute(
             f'INSERT INTO results_linkinterval ({KEY}, start, "end") '
-            + ISLANDS.format(intervals=f'SELECT {KEY}, start, "end" FROM link_delta WHERE "end" > start')
+            + islands_sql(key=KEY, intervals=f'SELECT {KEY}, start, "end" FROM link_delta WHERE "end" > start')
         )
         islands = int(cursor.rowcount)
         cursor.execute("DROP TABLE pg_temp.link_delta")

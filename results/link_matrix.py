@@ -12,15 +12,15 @@ site, destination site, and mode and concurrency when split) gets
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
+from .active_time import active_seconds_sql
 from .models import TransferRecord
 
 SPLITS = ("mode", "concurrency")
@@ -76,26 +76,8 @@ class LinkCell:
 MATRIX_COLUMNS = list(LinkCell(source="", destination="").as_row())
 
 
-def union_seconds(intervals: Iterable[tuple[datetime, datetime]]) -> float:
-    """The length of the union of [start, end) intervals, in seconds (what LINK_CELLS computes in SQL)."""
-    total = 0.0
-    current: tuple[datetime, datetime] | None = None
-    for start, end in sorted(intervals):
-        if current is None or start > current[1]:
-            if current is not None:
-                total += (current[1] - current[0]).total_seconds()
-            current = (start, end)
-        elif end > current[1]:
-            current = (current[0], end)
-    if current is not None:
-        total += (current[1] - current[0]).total_seconds()
-    return total
-
-
 # Per cell (link, and mode / concurrency when split, and run when by_run, the key k; -1 stands for a NULL
-# concurrency or key so that cells join): the counts, and the union of the transfers' intervals as gaps and
-# islands: a transfer opens an island when it starts after every earlier one (in start order) has ended; an island
-# lasts from its first start to its last end.
+# concurrency or key so that cells join): the counts, and the active time (results.active_time).
 # {records} is the SELECT of the records' columns (RECORD_COLUMNS, in order). Each part is computed once
 # (MATERIALIZED): the planner's estimates of a filtered set of records are rough, and a re-run of the counts per
 # cell cost seconds at a million records (measured with bench/rates.py).
@@ -116,22 +98,9 @@ WITH r AS MATERIALIZED (
     SELECT s, d, {mode} AS mode, {concurrency} AS concurrency, {key} AS k, start, greatest("end", start) AS "end",
            bytes, state, error_message, run_id
     FROM ({records}) AS q(s, d, record_mode, record_concurrency, start, "end", bytes, state, error_message, run_id)
-), marked AS (
-    SELECT s, d, mode, concurrency, k, start, "end",
-           CASE WHEN start <= max("end") OVER (PARTITION BY s, d, mode, concurrency, k ORDER BY start, "end"
-                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                THEN 0 ELSE 1 END AS opens
-    FROM r
-), islands AS (
-    SELECT s, d, mode, concurrency, k, start, "end",
-           sum(opens) OVER (PARTITION BY s, d, mode, concurrency, k ORDER BY start, "end" ROWS UNBOUNDED PRECEDING)
-               AS island
-    FROM marked
 ), active AS MATERIALIZED (
-    SELECT s, d, mode, concurrency, k, sum(seconds) AS active_seconds
-    FROM (SELECT s, d, mode, concurrency, k, extract(epoch FROM max("end") - min(start)) AS seconds
-          FROM islands GROUP BY s, d, mode, concurrency, k, island) AS spans
-    GROUP BY s, d, mode, concurrency, k
+    -- the union of the transfers' intervals: results.active_time
+    {ACTIVE}
 ), totals AS MATERIALIZED (
     -- plain sums and counts: a hash aggregate, no sort of the records
     SELECT s, d, mode, concurrency, k,
@@ -161,7 +130,12 @@ LEFT JOIN errors
     ON (errors.s, errors.d, errors.mode, errors.concurrency, errors.k) = (t.s, t.d, t.mode, t.concurrency, t.k)
 JOIN sites_site AS src ON src.id = t.s
 JOIN sites_site AS dst ON dst.id = t.d
-"""
+""".replace(
+    "{ACTIVE}",
+    active_seconds_sql(
+        key="s, d, mode, concurrency, k", intervals='SELECT s, d, mode, concurrency, k, start, "end" FROM r'
+    ),
+)
 # Sorting half a million records spills to disk at PostgreSQL's default work_mem (4 MB): this query may use more.
 LINK_CELLS_WORK_MEM = "64MB"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from .active_time import active_seconds_sql
 from .link_matrix import LINK_CELLS_WORK_MEM, LinkCell
 
 UNION_CELLS = """
@@ -29,21 +30,9 @@ WITH totals AS MATERIALIZED (
                  unnest(runs) AS run
           FROM results_linktotals WHERE {where} AND cardinality(runs) > 0) AS of_keys
     GROUP BY 1, 2, 3, 4
-), reached AS (
-    -- in each cell, its islands by start: how far the earlier ones reached
-    SELECT s, d, mode, concurrency, start, "end",
-           max("end") OVER (PARTITION BY s, d, mode, concurrency ORDER BY start, "end"
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reached
-    FROM (SELECT source_site_id AS s, destination_site_id AS d, {mode} AS mode, {concurrency} AS concurrency,
-                 start, "end"
-          FROM results_linkinterval WHERE {where}) AS islands_of_keys
 ), active AS MATERIALIZED (
-    -- the union's length: what each island adds beyond the reach of those before it
-    SELECT s, d, mode, concurrency,
-           sum(extract(epoch FROM greatest("end" - greatest(start, coalesce(reached, start)), interval '0')))
-               AS active_seconds
-    FROM reached
-    GROUP BY s, d, mode, concurrency
+    -- the union's length (results.active_time) over the cell's stored islands
+    {ACTIVE}
 ), errors AS MATERIALIZED (
     -- mode() WITHIN GROUP (ORDER BY message) of LINK_CELLS: the most frequent, the first in order among equals
     SELECT DISTINCT ON (s, d, mode, concurrency) s, d, mode, concurrency, message
@@ -60,7 +49,14 @@ LEFT JOIN runs ON (runs.s, runs.d, runs.mode, runs.concurrency) = (t.s, t.d, t.m
 LEFT JOIN errors ON (errors.s, errors.d, errors.mode, errors.concurrency) = (t.s, t.d, t.mode, t.concurrency)
 JOIN sites_site AS src ON src.id = t.s
 JOIN sites_site AS dst ON dst.id = t.d
-"""
+""".replace(
+    "{ACTIVE}",
+    active_seconds_sql(
+        key="s, d, mode, concurrency",
+        intervals="SELECT source_site_id AS s, destination_site_id AS d, {mode} AS mode, {concurrency} AS concurrency, "
+        'start, "end" FROM results_linkinterval WHERE {where}',
+    ),
+)
 
 
 def union_cells(

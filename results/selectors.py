@@ -43,19 +43,9 @@ def targets_for_challenge(
     return targets if user is None else targets.restrict(user)  # type: ignore[attr-defined, no-any-return]
 
 
-def challenge_rates(
-    *,
-    challenge: Challenge,
-    experiment: str | None = None,
-    activity: str | None = None,
-    site: str | None = None,
-    user: Any = None,
-    at: datetime | None = None,
-) -> list[TargetRates]:
-    """The figures of every (filtered, visible) target of the challenge (results.targets.figures, the one
-    definition): one query for the targets, one for the rollup versions, one on the rollup for the rows not cached
-    and the running ones, one for the network measurements."""
-    return challenge_figures(challenge=challenge, experiment=experiment, activity=activity, site=site, user=user, at=at)
+# The figures of a challenge's targets: results.targets.figures, the one definition (the views and the API call it
+# under the name they have always used).
+challenge_rates = challenge_figures
 
 
 def target_figures(*, challenge: Challenge, target: Target, at: datetime | None = None) -> TargetRates:

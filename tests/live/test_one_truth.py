@@ -55,8 +55,10 @@ class World:
     recall: Target  # CMS A-DT, out of TAPE
 
 
-def _record(experiment: Experiment, source: Site, destination: Site | None, start: datetime, minutes: int,
-            rate: float, number: int, state: str = "ok") -> TransferRecord:  # fmt: skip
+def _record(  # noqa: PLR0917 (a record's fields, in the order they read)
+    experiment: Experiment, source: Site, destination: Site | None, start: datetime, minutes: int,
+    rate: float, number: int, state: str = "ok",
+) -> TransferRecord:  # fmt: skip
     return TransferRecord(
         experiment=experiment,
         source_site=source,
@@ -175,7 +177,8 @@ def surfaces(world: World, page: Client, api: APIClient) -> dict[str, dict[int, 
     found["JSON export"] = {row["id"]: row for row in page.get(f"/results/{slug}/", {"format": "json"}).json()["rows"]}
     text = page.get(f"/results/{slug}/", {"format": "csv"}).content.decode()
     found["CSV export"] = {
-        int(row["id"]): {key: _csv_value(value) for key, value in row.items()} for row in csv.DictReader(io.StringIO(text))
+        int(row["id"]): {key: _csv_value(value) for key, value in row.items()}
+        for row in csv.DictReader(io.StringIO(text))
     }
     found["now API"] = {row["id"]: row for row in api.get(f"/api/v1/challenges/{slug}/now/").json()["targets"]}
     return found

@@ -16,10 +16,10 @@ from challenges.models import Activity, Challenge, Target
 from challenges.plan import plan_export, plan_import
 from results.attribution import Scope, attribution_status, records_reattribute, scope_everything
 from results.models import TransferRecord
-from results.targets.rates import target_rates
 from results.rollups import rollups_rebuild
 from results.rows import RecordRow
 from results.services import record_rows_store
+from results.targets.rates import target_rates
 from sites.models import Experiment, Site
 from sites.roles import membership_grant
 from tests.sites.factories import UserFactory

@@ -11,8 +11,8 @@ import pytest
 
 from challenges.models import Target
 from results import charts
-from results.targets.rates import TargetRates
 from results.selectors import default_bin_minutes, rate_series, throughput_stats
+from results.targets.rates import TargetRates
 
 T0 = datetime(2022, 3, 14, tzinfo=UTC)
 GB = 1e9

@@ -15,9 +15,9 @@ from django.db import IntegrityError, connection, transaction
 
 from challenges.models import Activity, Challenge, Target
 from results.models import RateRollup, RollupVersion, TransferRecord
-from results.targets.rates import rates_for_challenge, target_rates
 from results.rollups import rollups_rebuild
 from results.services import records_store
+from results.targets.rates import rates_for_challenge, target_rates
 from sites.models import Experiment, Site
 
 from .rollup_rows import rollup_rows
