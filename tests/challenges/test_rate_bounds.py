@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from challenges.apps import target_rate_max_check
 from challenges.injection import inject_rate_mbps
 from challenges.models import TARGET_RATE_CEILING, Challenge, Target
+from common.documents import NOT_FINITE
 from sites.choices import Role
 from sites.roles import membership_grant
 from sites.services import sites_import
@@ -190,7 +191,7 @@ def test_a_yaml_document_with_nan_is_refused_with_its_place() -> None:
     response = api_client().post("/api/v1/challenges/import/", text, content_type="application/yaml")
 
     assert response.status_code == 400
-    assert response.json()["errors"][0]["place"] == "activities[0].targets[0].rate"
+    assert response.json()["errors"] == [{"place": "activities[0].targets[0].rate", "error": NOT_FINITE}]
 
 
 def test_a_huge_integer_alert_threshold_is_refused() -> None:
