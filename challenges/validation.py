@@ -153,9 +153,9 @@ def rate_bound_text() -> str:
 def rate_problem(rate: Any) -> str | None:
     """Why `rate` is no target rate, or None: a finite positive number of bytes per second up to TARGET_RATE_MAX.
     Every writer of a target asks this (through target_problems): the plan document, the API, the form."""
-    if not _positive_number(rate):
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:  # NaN is not > 0 either
         return "a positive number of bytes per second"
-    if rate > target_rate_maximum():
+    if not is_number(rate) or rate > target_rate_maximum():  # Infinity, 10**400 (a form's 1e400 GB/s)
         return (
             f"{_shown(rate)} B/s is above the bound of {rate_bound_text()} a target may have "
             f"(TARGET_RATE_MAX, {target_rate_maximum():.0f} B/s)"
@@ -168,6 +168,8 @@ def _derivation_problems(*, rate: Any, nominal_rate: Any, factors: dict[str, Any
     if (problem := rate_problem(nominal_rate)) is not None:
         return [("nominal_rate", problem)]
     derived = float(nominal_rate) * math.prod(float(value) for value in factors.values())
+    if not derived > 0:  # 5e-324 x 0.1 underflows to 0, which no target may be
+        return [("nominal_rate", f"nominal x factors = {derived:.4g} B/s: not a positive rate")]
     if derived > target_rate_maximum():  # inf too: 1e12 x 1e300 overflows
         return [
             (
@@ -182,8 +184,11 @@ def _derivation_problems(*, rate: Any, nominal_rate: Any, factors: dict[str, Any
 
 
 def _shown(value: float) -> str:
-    """A rate as the reader wrote it, short: 1.7e+308, 2e+09 (its checks made it a finite number, or inf)."""
-    return f"{float(value):.4g}"
+    """A rate as the reader wrote it, short: 1.7e+308, 2e+09, inf; an integer beyond a double as more than it."""
+    try:
+        return f"{float(value):.4g}"
+    except OverflowError:
+        return "more than 1.8e+308"
 
 
 def target_key(*, site: Site | None, direction: str, link_from: Site | None, link_to: Site | None) -> tuple[Any, ...]:

@@ -175,6 +175,25 @@ def test_nominal_times_factors_overflowing_a_double_is_refused_beside_a_given_ra
     assert Target.objects.count() == 0
 
 
+def test_nominal_times_factors_underflowing_to_zero_is_refused_not_a_server_error() -> None:
+    response = import_document(running_plan(nominal_rate=5e-324, factors={"efficiency": 0.1}))
+
+    assert response.status_code == 400
+    assert [error["place"] for error in response.json()["errors"]] == ["activities[0].targets[0].nominal_rate"]
+
+
+def test_the_form_names_the_bound_for_a_rate_beyond_a_double() -> None:
+    import_document(running_plan())
+    target = Target.objects.get()
+
+    response = page_client().post(
+        f"/challenges/bounds/targets/{target.pk}/edit/", {"site": target.site_id, "direction": "in", "rate": "1e400"}
+    )
+
+    assert BOUND_TEXT in response.context["form"].errors["rate"][0]
+    assert stored_rates() == [1e9]
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity", "1e400"])
 def test_a_json_document_with_a_non_finite_number_is_refused_with_its_place(constant: str) -> None:
     text = json.dumps(running_plan(rate=1)).replace('"rate": 1', f'"rate": {constant}')
@@ -342,3 +361,15 @@ def test_an_integer_of_thousands_of_digits_is_refused_not_a_server_error(content
 
     assert response.status_code == 400
     assert "4300 digits" in response.json()["errors"][0]["error"]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "1e400", "1" + "0" * 400])
+def test_the_sites_document_refuses_a_non_finite_capacity_with_its_place(constant: str) -> None:
+    document = registry_document()
+    document["sites"][0]["capacity"] = {"network_rate": 1}
+    text = json.dumps(document).replace('"network_rate": 1', f'"network_rate": {constant}')
+
+    response = api_client().post("/api/v1/sites/import/", text, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"place": "sites[0].capacity.network_rate", "error": NOT_FINITE}]
