@@ -21,9 +21,9 @@ def target_rate_max_check(app_configs: Any, **kwargs: Any) -> list[checks.CheckM
     from .models import TARGET_RATE_CEILING  # models are not loaded when this module is imported
 
     value = getattr(settings, "TARGET_RATE_MAX", None)
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        if 0 < value <= TARGET_RATE_CEILING:
-            return []
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and math.isfinite(value) and 0 < value <= TARGET_RATE_CEILING:  # type: ignore[arg-type, operator]
+        return []
     return [
         checks.Error(
             f"TARGET_RATE_MAX is {value!r}: it must be a number of bytes per second above 0 and at most "
