@@ -13,6 +13,7 @@ number (Rucio takes an integer), and the rate in bytes per second beside it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from typing import Any
 from common.documents import is_number
 from sites.models import Site, StorageEndpoint
 
+from . import validation
 from .choices import ActivityKind
 from .models import Activity, Challenge, Target
 from .selectors import challenge_activities
@@ -153,8 +155,12 @@ class InjectionProblem:
 
 def inject_rate_mbps(rate: float) -> int:
     """Bytes per second as Rucio's submitter reads `inject_rate`: megabits per second (125000 B/s = 1 Mbps),
-    rounded to the integer Rucio stores."""
-    return round(rate * 8 / 1e6)
+    rounded to the integer Rucio stores. A rate that is not finite has no such integer: ValueError (the rules keep
+    every target's rate finite, and a row stored before them is read finite: challenges.models.Target.from_db)."""
+    mbps = rate * 8 / 1e6
+    if not math.isfinite(mbps):
+        raise ValueError(f"{rate!r} B/s is not a finite rate: no Mbps to give Rucio")
+    return round(mbps)
 
 
 def is_tape_write(activity: Activity) -> bool:
@@ -218,6 +224,11 @@ def _plan(challenge: Challenge, activity: Activity, link: _Link, rses: _RseIndex
     ]
     if missing:
         return problem("; ".join(missing))
+    if "rate" in target.stored_out_of_range:
+        return problem(
+            f"the stored rate {target.stored_out_of_range['rate']!r} B/s is no rate (it was written before the rules "
+            f"bounded rates): import the plan again with a rate of at most {validation.rate_bound_text()}"
+        )
     rate = inject_rate_mbps(target.rate)
     if not 1 <= rate <= INJECT_RATE_MAXIMUM:
         return problem(f"{rate} Mbps is outside what Rucio takes (1 to {INJECT_RATE_MAXIMUM} Mbps)")

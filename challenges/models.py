@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import math
+from typing import Any
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
@@ -133,6 +136,24 @@ class Activity(models.Model):
         return self.name
 
 
+logger = logging.getLogger(__name__)
+
+# The most TARGET_RATE_MAX may be set to, bytes per second (8 Pb/s, 800 x the default): rate x a century of seconds
+# stays far inside a double, so no sum, projection or conversion of a target can overflow. A stored rate beyond it
+# (a row from before the bound) is read as this ceiling; see Target.from_db.
+TARGET_RATE_CEILING = 1e15
+
+
+def target_rate_maximum() -> float:
+    """The largest target rate the portal takes, bytes per second: settings.TARGET_RATE_MAX (10 Tb/s, 1.25e12 B/s,
+    by default), checked at start-up to lie in (0, TARGET_RATE_CEILING] (challenges.apps)."""
+    return float(settings.TARGET_RATE_MAX)
+
+
+def _rate_in_range(value: Any) -> bool:
+    return isinstance(value, float | int) and math.isfinite(value) and 0 < value <= TARGET_RATE_CEILING
+
+
 class Target(models.Model):
     """A target rate of an activity, for a site in one direction or for a link between two sites.
 
@@ -172,8 +193,43 @@ class Target(models.Model):
             ),
         ]
 
+    # What a row read from the database held beyond TARGET_RATE_CEILING, by field ({"rate": inf}); empty for a
+    # row the rules wrote. See from_db.
+    stored_out_of_range: dict[str, Any]
+
     def __str__(self) -> str:
         return f"{self.activity}: {self.place} {self.rate / 1e9:.3g} GB/s"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stored_out_of_range = {}
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Target:
+        """A row as stored, except a rate, nominal rate or factor no rule would take today (Infinity, NaN, 1.7e308,
+        written before the rules bounded them, as a restored old database holds): every reader's arithmetic (the now
+        board's projection, Rucio's Mbps, the results' ratios) would overflow to a value JSON cannot carry. The rate
+        is read as TARGET_RATE_CEILING, a nominal rate and factors that derive no finite rate as none; the stored
+        values stay in `stored_out_of_range` (the injection plans name them as a problem) and in a warning."""
+        target = super().from_db(db, field_names, values)
+        fields = target.__dict__  # a deferred field is absent: nothing to check
+        if "rate" in fields and not _rate_in_range(fields["rate"]):
+            target.stored_out_of_range["rate"] = fields["rate"]
+            target.rate = TARGET_RATE_CEILING
+        if "nominal_rate" in fields and "factors" in fields and fields["nominal_rate"] is not None:
+            derived = _product_or_none(fields["nominal_rate"], fields["factors"])
+            if not _rate_in_range(fields["nominal_rate"]) or derived is None or not _rate_in_range(derived):
+                target.stored_out_of_range |= {"nominal_rate": fields["nominal_rate"], "factors": fields["factors"]}
+                target.nominal_rate, target.factors = None, {}
+        if target.stored_out_of_range:
+            logger.warning(
+                "target %s holds %r beyond what a target may be (stored before the rules bounded it): read as rate "
+                "%r without a derivation; import the plan again with a rate of at most TARGET_RATE_MAX",
+                target.pk,
+                target.stored_out_of_range,
+                target.rate,
+            )
+        return target
 
     @property
     def is_link(self) -> bool:
@@ -192,3 +248,14 @@ class Target(models.Model):
         if self.nominal_rate is None:
             return None
         return self.nominal_rate * math.prod(float(value) for value in self.factors.values())
+
+
+def _product_or_none(nominal_rate: float, factors: Any) -> float | None:
+    """nominal x the factors as stored, or None when the factors are not named numbers or the product overflows."""
+    if not isinstance(factors, dict):
+        return None
+    try:
+        product = nominal_rate * math.prod(float(value) for value in factors.values())
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return product if math.isfinite(product) else None

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from common.documents import is_number
+
 from .models import Challenge
 
 
@@ -28,6 +30,10 @@ class Thresholds:
 
 
 THRESHOLD_NAMES = tuple(field.name for field in fields(Thresholds))
+# Whole-number thresholds stay where their arithmetic does: minutes within a week (a timedelta of 10**30 minutes
+# overflows), counts within a million.
+THRESHOLD_MINUTES_MAX = 7 * 24 * 60
+THRESHOLD_COUNT_MAX = 1_000_000
 
 
 def thresholds_problems(value: Any) -> list[str]:
@@ -42,11 +48,18 @@ def thresholds_problems(value: Any) -> list[str]:
             problems.append(f"unknown alert threshold {name!r} (known: {', '.join(THRESHOLD_NAMES)})")
             continue
         kind = type(getattr(defaults, name))
-        if isinstance(given, bool) or not isinstance(given, int | float) or (kind is int and given != int(given)):
+        if not is_number(given) or (kind is int and given != int(given)):
             problems.append(f"{name} must be a {'whole number' if kind is int else 'number'}, not {given!r}")
         elif given <= 0 or (name.endswith(("fraction", "ratio")) and given > 1):
             problems.append(f"{name} must be {'between 0 and 1' if kind is float else 'positive'}, not {given!r}")
+        elif kind is int and given > (maximum := _whole_maximum(name)):
+            unit = " (a week)" if name.endswith("_minutes") else ""
+            problems.append(f"{name} must be at most {maximum}{unit}, not {given!r}")
     return problems
+
+
+def _whole_maximum(name: str) -> int:
+    return THRESHOLD_MINUTES_MAX if name.endswith("_minutes") else THRESHOLD_COUNT_MAX
 
 
 def challenge_thresholds(*, challenge: Challenge) -> Thresholds:

@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from common.documents import is_number
 from common.problems import Problem
+from common.units import bits_per_second_text, rate_text
 from sites.models import Experiment, Site
 
-from .models import DDM_ACTIVITIES_MAX, DDM_ACTIVITY_LENGTH
+from .models import DDM_ACTIVITIES_MAX, DDM_ACTIVITY_LENGTH, target_rate_maximum
 
 # A target's rate may differ from nominal x factors by this fraction (the plans round: 0.0967e9 x 3 ~ 0.29e9).
 DERIVATION_TOLERANCE = 0.01
@@ -130,21 +132,63 @@ def target_problems(
         for field, member in (("site", site), ("link_from", link_from), ("link_to", link_to)):
             if member is not None and experiment.pk not in serving.get(member.pk, set()):
                 problems.append((field, f"{member.name} does not serve {experiment.name}"))
-    if not _positive_number(rate):
-        problems.append(("rate", "a positive number of bytes per second"))
+    if (problem := rate_problem(rate)) is not None:
+        problems.append(("rate", problem))
     if factors not in (None, {}) and not (
         isinstance(factors, dict)
         and all(isinstance(key, str) and _positive_number(value) for key, value in factors.items())
     ):
         problems.append(("factors", 'named positive numbers, such as {"headroom": 1.5}'))
     elif nominal_rate is not None:
-        if not _positive_number(nominal_rate):
-            problems.append(("nominal_rate", "a positive number of bytes per second"))
-        elif _positive_number(rate):
-            derived = float(nominal_rate) * math.prod(float(value) for value in (factors or {}).values())
-            if abs(float(rate) - derived) > DERIVATION_TOLERANCE * derived:
-                problems.append(("rate", f"{float(rate):.4g} B/s differs from nominal x factors = {derived:.4g} B/s"))
+        problems.extend(_derivation_problems(rate=rate, nominal_rate=nominal_rate, factors=factors or {}))
     return problems
+
+
+def rate_bound_text() -> str:
+    """The bound on a target rate in human units: "10 Tb/s (1.25 TB/s)"."""
+    maximum = target_rate_maximum()
+    return f"{bits_per_second_text(maximum)} ({rate_text(maximum)})"
+
+
+def rate_problem(rate: Any) -> str | None:
+    """Why `rate` is no target rate, or None: a finite positive number of bytes per second up to TARGET_RATE_MAX.
+    Every writer of a target asks this (through target_problems): the plan document, the API, the form."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:  # NaN is not > 0 either
+        return "a positive number of bytes per second"
+    if not is_number(rate) or rate > target_rate_maximum():  # Infinity, 10**400 (a form's 1e400 GB/s)
+        return (
+            f"{_shown(rate)} B/s is above the bound of {rate_bound_text()} a target may have "
+            f"(TARGET_RATE_MAX, {target_rate_maximum():.0f} B/s)"
+        )
+    return None
+
+
+def _derivation_problems(*, rate: Any, nominal_rate: Any, factors: dict[str, Any]) -> list[Problem]:
+    """A nominal rate within the bound whose product with the factors is too, and a rate that agrees with it."""
+    if (problem := rate_problem(nominal_rate)) is not None:
+        return [("nominal_rate", problem)]
+    derived = float(nominal_rate) * math.prod(float(value) for value in factors.values())
+    if not derived > 0:  # 5e-324 x 0.1 underflows to 0, which no target may be
+        return [("nominal_rate", f"nominal x factors = {derived:.4g} B/s: not a positive rate")]
+    if derived > target_rate_maximum():  # inf too: 1e12 x 1e300 overflows
+        return [
+            (
+                "nominal_rate",
+                f"nominal x factors = {_shown(derived)} B/s is above the bound of {rate_bound_text()} a target may "
+                f"have (TARGET_RATE_MAX)",
+            )
+        ]
+    if _positive_number(rate) and abs(float(rate) - derived) > DERIVATION_TOLERANCE * derived:
+        return [("rate", f"{float(rate):.4g} B/s differs from nominal x factors = {derived:.4g} B/s")]
+    return []
+
+
+def _shown(value: float) -> str:
+    """A rate as the reader wrote it, short: 1.7e+308, 2e+09, inf; an integer beyond a double as more than it."""
+    try:
+        return f"{float(value):.4g}"
+    except OverflowError:
+        return "more than 1.8e+308"
 
 
 def target_key(*, site: Site | None, direction: str, link_from: Site | None, link_to: Site | None) -> tuple[Any, ...]:
@@ -155,4 +199,4 @@ def target_key(*, site: Site | None, direction: str, link_from: Site | None, lin
 
 
 def _positive_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return is_number(value) and value > 0

@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,8 @@ def _json_load(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DocumentParseError(f"not valid JSON: {exc}") from exc
+    except ValueError as exc:  # an integer of more than 4300 digits: Python refuses to convert it
+        raise DocumentParseError(f"not a document: {exc}") from None
     except RecursionError:  # [[[[...]]]] 10,000 deep: Python's parser gives up, and so do we, with the reason
         raise DocumentParseError(f"not a document: {TOO_DEEP}") from None
 
@@ -61,6 +64,8 @@ def _yaml_load(text: str) -> Any:
     except yaml.YAMLError as exc:
         reason = " ".join(str(exc).replace('in "<unicode string>", ', "").split())
         raise DocumentParseError(f"not valid YAML: {reason}") from exc
+    except ValueError as exc:  # an integer of more than 4300 digits, as for JSON
+        raise DocumentParseError(f"not a document: {exc}") from None
 
 
 class DocumentError(Exception):
@@ -119,8 +124,34 @@ def type_name(value: Any) -> str:
 
 
 def is_number(value: Any) -> bool:
-    """A finite int or float; a boolean is not a number here."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float; a boolean is not a number here, nor an integer beyond what a double holds (10**400:
+    every rule compares it as a float, and float() of it raises)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+NOT_FINITE = (
+    "not a finite number: NaN, Infinity and numbers beyond what a double holds (about 1.8e308) are no quantity a "
+    "document can mean"
+)
+
+
+def non_finite_places(value: Any, place: str = "") -> Iterator[str]:
+    """The places (`activities[0].targets[1].rate`) of every number in a parsed document that is not finite: the
+    NaN and Infinity JSON's parser takes, 1e400 (which it reads as Infinity), YAML's .nan and .inf, and integers
+    too large for a double (10**400). Each would overflow the arithmetic of whatever reads it."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from non_finite_places(item, place_join(place, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from non_finite_places(item, f"{place}[{index}]")
+    elif isinstance(value, int | float) and not isinstance(value, bool) and not is_number(value):
+        yield place or "document"
 
 
 def place_join(place: str, key: str) -> str:
@@ -158,10 +189,15 @@ class DocumentValidator:
             raise self.error([{"place": place, "error": error} for _, place, error in ordered])
 
     def document_mapping(self, document: Any, shape: str) -> dict[Any, Any]:
-        """The whole document, which must be `shape` (a mapping of some kind); raises at once when it is not."""
+        """The whole document, which must be `shape` (a mapping of some kind) holding only finite numbers; raises at
+        once when it is not, naming the place of each number that is not finite (the rules after would each say
+        it again in their own words)."""
         if not isinstance(document, dict):
             self.add("document", f"must be {shape}, not {type_name(document)}")
-            self.raise_if_errors()
+        else:
+            for place in non_finite_places(document):
+                self.add(place, NOT_FINITE)
+        self.raise_if_errors()
         return document
 
     def unknown_keys(self, mapping: dict[Any, Any], allowed: tuple[str, ...], place: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 RATE_UNITS = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
+BIT_RATE_UNITS = ("b/s", "kb/s", "Mb/s", "Gb/s", "Tb/s", "Pb/s")
 SIZE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB", "EB")
 EMPTY = "—"
 
@@ -65,6 +66,12 @@ def gigabits_per_second_text(rate: object) -> str:
     """Bytes per second as a network rate in Gb/s (10^9 bit/s); a site without a capacity has none."""
     number = _number(rate)
     return EMPTY if number is None else f"{significant(number * 8 / 1e9)} Gb/s"
+
+
+def bits_per_second_text(rate: object) -> str:
+    """Bytes per second as a network rate, auto-scaled in bits: "800 Mb/s", "10 Tb/s"; an em dash when unknown."""
+    number = _number(rate)
+    return EMPTY if number is None else _scaled(number * 8, BIT_RATE_UNITS)
 
 
 def percent_text(ratio: object) -> str:

@@ -245,6 +245,9 @@ SITES_ALLOW_FILE_ENDPOINTS = env.bool("SITES_ALLOW_FILE_ENDPOINTS", default=Fals
 API_TOKEN_DAYS = env.int("API_TOKEN_DAYS", default=365)
 ANONYMOUS_READ = env.bool("ANONYMOUS_READ", default=False)
 
+# The largest target rate a plan may set, bytes per second (10 Tb/s by default); checked by challenges.apps.
+TARGET_RATE_MAX = env.float("TARGET_RATE_MAX", default=1.25e12)
+
 # Optional OpenID Connect login (INDIGO IAM / WLCG tokens); off unless OIDC_ENABLED.
 OIDC_ENABLED = env.bool("OIDC_ENABLED", default=False)
 OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")

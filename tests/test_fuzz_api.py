@@ -6,17 +6,23 @@ tests/test_fuzz_api.py)."""
 from __future__ import annotations
 
 import json
+import math
 import os
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import schemathesis
+import yaml
+from django.test import Client
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import status_code_conformance
 
+from challenges.models import Activity, Challenge, Target
 from portal.wsgi import application
 from sites.models import Experiment, Site
 from sites.roles import membership_grant
@@ -56,3 +62,98 @@ def test_no_request_gets_a_server_error(case: Any, coordinator_key: str) -> None
     case.call_and_validate(
         headers={"Authorization": f"Token {coordinator_key}"}, checks=[not_a_server_error, status_code_conformance]
     )
+
+
+# The plan import with numbers at the edges of a double: whatever the document holds, the import answers 200 or 400
+# (never a 5xx), a 400 changes nothing, and a plan it took answers the now board and the injection plans with 200.
+# The schema says only "an object" of the document, so the generator above never reaches a target's rate: this
+# strategy builds plan documents whose every numeric field may be extreme.
+EXTREME_NUMBERS = st.one_of(
+    st.sampled_from(
+        [
+            1e308,
+            1.7e308,
+            -0.0,
+            0,
+            -1,
+            5e-324,
+            1.25e12,
+            math.nextafter(1.25e12, math.inf),
+            2**31,
+            2**63,
+            10**400,
+            "NaN",
+            "Infinity",
+            "1e308",
+        ]
+    ),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**70), max_value=2**70),
+)
+# Every number a plan document holds, by where it is.
+CHALLENGE_NUMBERS = ("max_window", "stable_window")
+ACTIVITY_NUMBERS = ("file_size", "file_count", "concurrency")
+TARGET_NUMBERS = ("rate", "nominal_rate")
+INJECTION_NUMBERS = ("interval", "fudge", "max_injection", "expiration_delay", "rule_lifetime")
+ALERT_NUMBERS = ("at_risk_fraction", "drop_minutes", "failure_min_attempts")
+
+
+def _some(draw: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    chosen = draw(st.lists(st.sampled_from(keys), unique=True, max_size=len(keys)))
+    return {key: draw(EXTREME_NUMBERS) for key in chosen}
+
+
+@st.composite
+def extreme_plans(draw: Any) -> str:
+    """A plan document running now (so that the board projects it), its numbers drawn from EXTREME_NUMBERS, as JSON
+    (NaN and Infinity as JSON's parser takes them) or YAML (.nan, .inf)."""
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start, end = (hour - timedelta(days=1)).isoformat(), (hour + timedelta(days=1)).isoformat()
+    target: dict[str, Any] = {"site": "CNAF", "direction": "in", **_some(draw, TARGET_NUMBERS)}
+    if draw(st.booleans()):
+        target["factors"] = {"headroom": draw(EXTREME_NUMBERS)}
+    activity = {
+        "name": "fuzzed",
+        "experiment": "ATLAS",
+        "mode": "T0",
+        "kind": "transfer",
+        "start": start,
+        "end": end,
+        "targets": [target],
+        **_some(draw, ACTIVITY_NUMBERS),
+    }
+    if injection := _some(draw, INJECTION_NUMBERS):
+        activity["injection"] = injection
+    document = {"name": "Fuzzed", "slug": "fuzzed", "start": start, "end": end, "activities": [activity]}
+    document |= _some(draw, CHALLENGE_NUMBERS)
+    if alerts := _some(draw, ALERT_NUMBERS):
+        document["alerts"] = alerts
+    if draw(st.booleans()):
+        return yaml.safe_dump(document)
+    return json.dumps(document)  # allow_nan: NaN and Infinity as the literals Python's parser takes back
+
+
+def _stored_plan() -> list[Any]:
+    return [
+        *Challenge.objects.values_list("name", "max_window", "stable_window", "alert_thresholds"),
+        *Activity.objects.values_list("file_size", "file_count", "concurrency", "injection"),
+        *Target.objects.values_list("rate", "nominal_rate", "factors"),
+    ]
+
+
+@given(text=extreme_plans())
+@settings(max_examples=max(EXAMPLES * 10, 30), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_the_plan_import_takes_extreme_numbers_without_a_server_error(text: str, coordinator_key: str) -> None:
+    client = Client(HTTP_AUTHORIZATION=f"Token {coordinator_key}")
+    before = _stored_plan()
+    content_type = "application/json" if text.startswith("{") else "application/yaml"
+
+    response = client.post("/api/v1/challenges/import/", text, content_type=content_type)
+
+    assert response.status_code in (200, 400), response.content
+    if response.status_code == 400:
+        assert response.json()["errors"], "a refusal names its places"
+        assert _stored_plan() == before
+    for url in ("now/", "injection-plans/", "injection-plans/?format=csv", "plan/"):
+        if Challenge.objects.filter(slug="fuzzed").exists():
+            assert client.get(f"/api/v1/challenges/fuzzed/{url}").status_code == 200, url
