@@ -168,7 +168,7 @@ def registry_setup() -> str:
 def plan_setup(activities: int) -> None:
     """A challenge over the messages' week with `activities` ATLAS activities whose targets the messages' flows hit
     (into INFN-T1, out of CERN-PROD, the link BNL-ATLAS -> UAM-LCG2, ...), one of them naming the messages' DDM
-    activity: every batch is attributed for real (results.attribution), as in a challenge."""
+    activity: every batch is attributed for real (results.store.attribution), as in a challenge."""
     from datetime import UTC, datetime, timedelta
 
     from challenges.models import Activity, Challenge, Target

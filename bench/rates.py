@@ -80,10 +80,10 @@ def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, flo
     from django.db import connection
 
     from challenges.models import Activity, Challenge, Target
-    from results.attribution import records_attribute_all_sql
-    from results.failure_counts import failure_counts_rebuild
-    from results.link_intervals import link_intervals_rebuild
-    from results.rollups import rollups_rebuild
+    from results.store.attribution import records_attribute_all_sql
+    from results.store.failure_counts import failure_counts_rebuild
+    from results.store.link_intervals import link_intervals_rebuild
+    from results.store.rollups import rollups_rebuild
     from sites.models import Experiment, Site
 
     with connection.cursor() as cursor:
@@ -131,7 +131,7 @@ def build(*, records: int, name: str, live: bool = False) -> tuple[Any, int, flo
         cursor.execute("ANALYZE results_transferrecord")
     generated = time.perf_counter() - began
     began = time.perf_counter()
-    attributed = records_attribute_all_sql()  # the records count for their activities (results.attribution)
+    attributed = records_attribute_all_sql()  # the records count for their activities (results.store.attribution)
     print(f"attributed {attributed:,} records to the plan's activities in {time.perf_counter() - began:.1f} s")
     began = time.perf_counter()
     rows = rollups_rebuild()

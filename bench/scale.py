@@ -12,7 +12,7 @@ fortnight per experiment) with 60 targets, FTS-like records (long ids and URLs, 
 
 Generated on the server: generate_series in chunks straight into the partitioned table, with the table's indexes
 and foreign keys dropped during the load and made again after (as a restore does), the records' identities into
-results_recordkey, and the rollups rebuilt in bulk (results.rollups.rollups_rebuild), never the per-record path.
+results_recordkey, and the rollups rebuilt in bulk (results.store.rollups.rollups_rebuild), never the per-record path.
 It measures the disk the rows took and prints it per 100 million rows; it refuses to start when the database's
 disk has less free space than N rows need (DISK_PER_100M, measured, plus a quarter for WAL and sorts).
 
@@ -134,7 +134,7 @@ def free_disk() -> tuple[str, int]:
 
 def plan_build(records: int) -> dict[str, Any]:
     """Experiments, 40 sites, the challenge (begun 27 days ago, 4 weeks), 12 activities and 60 targets, and the
-    table scale_flow of the flows each activity's targets claim (what results.attribution would decide)."""
+    table scale_flow of the flows each activity's targets claim (what results.store.attribution would decide)."""
     from django.db import connection
 
     from challenges.models import Activity, Challenge, Target
@@ -220,9 +220,9 @@ def records_generate(plan: dict[str, Any], records: int) -> float:
     """Generate the records in chunks (autocommit); returns the seconds of the load alone."""
     from django.db import connection
 
-    from results.failures import failure_categorize
-    from results.partitions import month_add, month_start, partition_ensure
-    from results.record_keys import ORIGIN_KEY, TRANSFER_KEY
+    from results.failures.causes import failure_categorize
+    from results.store.keys import ORIGIN_KEY, TRANSFER_KEY
+    from results.store.partitions import month_add, month_start, partition_ensure
 
     challenge = plan["challenge"]
     month = month_start(challenge.start)
@@ -272,9 +272,9 @@ def build(records: int) -> dict[str, Any]:
     """The whole load, timed step by step; returns the plan."""
     from django.db import connection
 
-    from results.failure_counts import failure_counts_rebuild
-    from results.link_intervals import link_intervals_rebuild
-    from results.rollups import rollups_rebuild
+    from results.store.failure_counts import failure_counts_rebuild
+    from results.store.link_intervals import link_intervals_rebuild
+    from results.store.rollups import rollups_rebuild
 
     plan = plan_build(records)
     again = indexes_drop()

@@ -64,8 +64,8 @@ def _clean_full() -> None:
     from django.db import connection
 
     from challenges.models import Challenge
-    from results.partitions import partition_name, partitions_list
-    from results.record_keys import ORIGIN_KEY, TRANSFER_KEY
+    from results.store.keys import ORIGIN_KEY, TRANSFER_KEY
+    from results.store.partitions import partition_name, partitions_list
 
     with connection.cursor() as cursor:
         cursor.execute(

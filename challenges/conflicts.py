@@ -1,5 +1,5 @@
 """Activities that can claim the same transfers: of one experiment, with overlapping windows, a flow in common and
-DDM activity names that do not tell them apart. results.attribution gives each such transfer to one of them by its
+DDM activity names that do not tell them apart. results.store.attribution gives each such transfer to one of them by its
 written order; the clock page lists these pairs so that coordinators can separate them (by their DDM activities, or
 by their windows)."""
 

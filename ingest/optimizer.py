@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from results.choices import Origin
-from results.rows import DecisionRow
 from results.services import optimizer_decisions_store
+from results.store.rows import DecisionRow
 from sites.models import Site
 
 from .errors import ItemError

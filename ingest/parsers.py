@@ -1,4 +1,4 @@
-"""Parsers of the formats DDM systems publish, each item into one results.rows.RecordRow (or a skip, or a clear
+"""Parsers of the formats DDM systems publish, each item into one results.store.rows.RecordRow (or a skip, or a clear
 error). Plain functions of one message; the registry they match against is read once per batch (Registry).
 
 Sources of the formats:
@@ -22,7 +22,7 @@ import orjson
 
 from results.choices import Origin, RecordState
 from results.models import ERROR_MESSAGE_LENGTH, URL_LENGTH
-from results.rows import RecordRow
+from results.store.rows import RecordRow
 
 from .errors import ItemError, Skip
 from .registry import Registry, SiteMatch, address_host, url_authority

@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 from django.db import connection, transaction
 
-from results.attribution import records_attribute_moved
-from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
-from results.rows import RecordRow
 from results.services import RECORDS_LOCK, record_rows_store
+from results.store.attribution import records_attribute_moved
+from results.store.rollups import ROLLUP_COLUMNS, rollup_add_sql
+from results.store.rows import RecordRow
 from sites.roles import user_experiment_ids, user_is_coordinator
 
 from .optimizer import optimizer_items_ingest

@@ -25,7 +25,7 @@ from django.db.models import Count, Max, Q
 from challenges.models import Activity, Challenge, Target
 from results.choices import RecordState
 from results.models import OptimizerDecision, RateRollup, TransferRecord
-from results.rollups import minute_floor
+from results.store.rollups import minute_floor
 from results.targets.figures import figures_row, targets_figures
 from sites.models import Site
 from sites.roles import experiments_visible

@@ -3,8 +3,8 @@ hour's rates, what it still needs, where it is heading and its trend; every site
 last hour; how fresh each source of records is; the open alerts.
 
 The board is taken at a minute boundary (`at`, the last whole minute, UTC), so that every rate is read from the
-minute rollups without a partial minute at its end; a window that starts inside a minute is counted from its exact
-start (results.rates.flows_series). Definitions as on the results pages; the projection's in results.projection.
+minute rollups without a partial minute at its end. Every target's figures come from results.targets.figures, the one
+definition the results pages, their exports and the APIs read; the board adds the trend of the same minutes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from challenges.models import Activity, Challenge, Target
 from ingest.consumer import consumer_lag
 from results.choices import VERDICT_ORDER, Origin
 from results.models import RateRollup, TransferRecord
-from results.rollups import minute_floor
+from results.store.rollups import minute_floor
 from results.targets.figures import figures_row, recent_rate, targets_figures
 from results.targets.rates import TargetRates
 from sites.models import Experiment, Site

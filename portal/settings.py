@@ -300,12 +300,12 @@ if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
     AUTHENTICATION_BACKENDS.append("sites.oidc.PortalOIDCBackend")
 
-# The FROM x TO matrix is read from the stored unions (results/link_intervals.py); when they are not built (a bulk
+# The FROM x TO matrix is read from the stored unions (results/store/link_intervals.py); when they are not built (a bulk
 # load without link_intervals_rebuild), a challenge with more transfers than this counts active time to the minute,
-# from the rollup, rather than as the exact union of the transfers' intervals (results/matrix_rollup.py).
+# from the rollup, rather than as the exact union of the transfers' intervals (results/matrix/minutes.py).
 RESULTS_MATRIX_EXACT_LIMIT = env.int("RESULTS_MATRIX_EXACT_LIMIT", default=1_000_000)
 # Days after a month (and every challenge overlapping it) ended before `manage.py records_retire` may drop its raw
-# records: late messages have come in and no plan change will re-attribute them (results/retention.py).
+# records: late messages have come in and no plan change will re-attribute them (results/store/retention.py).
 RECORDS_FINAL_AFTER_DAYS = env.int("RECORDS_FINAL_AFTER_DAYS", default=7)
 
 # Ingestion of DDM messages: the largest request body of a batch, and the STOMP broker `manage.py consume` reads.

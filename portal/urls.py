@@ -21,7 +21,7 @@ urlpatterns = [
     path("sites/", include("sites.urls")),
     path("sweeps/", include("sweeps.urls")),
     path("results/", include("results.urls")),
-    path("results/", include("results.matrix_urls")),
+    path("results/", include("results.matrix.urls")),
     path("reports/", include("reports.urls")),
     path("ingest/", include("ingest.urls")),
     path(

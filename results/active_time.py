@@ -1,6 +1,6 @@
 """A link's active time, defined once (in SQL): the length of the union of its transfers' [start, end) intervals, ok
-and failed alike (a link busy failing is busy). The exact matrix (results.link_matrix), the stored unions
-(results.link_intervals: islands kept as records are stored) and the matrix read from them (results.matrix_unions)
+and failed alike (a link busy failing is busy). The exact matrix (results.matrix.cells), the stored unions
+(results.store.link_intervals: islands kept as records are stored) and the matrix read from them (results.matrix.unions)
 all build on the one idea below: in start order, how far the intervals before one reached.
 
 - an interval opens an island when it starts after that reach (ISLANDS: the union as islands, to store);

@@ -1,5 +1,5 @@
 """The filters of the transfer records list, the same on the API (results.api.records) and the page
-(results.matrix_views)."""
+(results.matrix.views)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ID_MAX = 2**63 - 1
 
 class RecordFilter(django_filters.FilterSet):
     """The filters of the records list, the same on the API and the page. `challenge` keeps the records that count
-    for the challenge's activities (results.attribution), `activity` those of one activity, `run` one run's."""
+    for the challenge's activities (results.store.attribution), `activity` those of one activity, `run` one run's."""
 
     challenge = django_filters.ModelChoiceFilter(
         queryset=Challenge.objects.all(), to_field_name="slug", method="filter_challenge", label="challenge (slug)"

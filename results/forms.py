@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from .failures import failure_pattern_problem, failure_rule_next_position
+from .failures.causes import failure_pattern_problem, failure_rule_next_position
 from .models import FailureRule
 
 

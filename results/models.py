@@ -59,7 +59,7 @@ class TransferRecord(models.Model):
         "runs.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records", db_index=False
     )
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try of this file in its run")
-    # The activity the record counts for (results.attribution decides; NULL: none). No database constraint and no
+    # The activity the record counts for (results.store.attribution decides; NULL: none). No database constraint and no
     # cascade: when an activity goes, re-attribution takes its records' contributions out of the rollups under the
     # activity id they were added with, then gives the records their new activity.
     activity = models.ForeignKey(
@@ -90,7 +90,7 @@ class TransferRecord(models.Model):
 
     class Meta:
         ordering = ["start", "id"]
-        # The table is partitioned by month of "end" (results.partitions; migration 0014): its primary key in the
+        # The table is partitioned by month of "end" (results.store.partitions; migration 0014): its primary key in the
         # database is (id, "end"), since PostgreSQL wants the partition key in every unique index. Django keeps `id`
         # as the primary key: ids come from one identity sequence and are unique, so lookups, the admin, DRF and
         # `record.pk` work as before; no foreign key may point at a record (PostgreSQL would need id unique on its
@@ -333,7 +333,8 @@ class OptimizerDecision(models.Model):
         return f"{self.source_se} -> {self.dest_se} at {self.at:%Y-%m-%d %H:%M}: {self.active} active"
 
 
-# --- the FROM x TO matrix's stored unions (results.link_intervals keeps them, results.matrix_unions reads them) ---
+# --- the FROM x TO matrix's stored unions (results.store.link_intervals keeps them, results.matrix.unions reads them)
+# ---
 
 
 class LinkKey(models.Model):
@@ -426,7 +427,7 @@ class LinkError(LinkKey):
 
 class RecordKey(models.Model):
     """The identities of the stored transfer records, one row per identity: the md5 of (origin, experiment,
-    origin id), and of (experiment, transfer key) when the record has one (results.record_keys). A batch claims its
+    origin id), and of (experiment, transfer key) when the record has one (results.store.keys). A batch claims its
     records' keys first; a record whose key is already claimed is a duplicate and is not stored. Kept here rather
     than as unique indexes of the partitioned records (which would have to include "end"), and kept when a month
     is retired, so that a record re-sent with another end, or after its month was retired, still counts once."""
@@ -438,7 +439,7 @@ class RecordKey(models.Model):
 
 
 class RetiredMonth(models.Model):
-    """A month whose raw transfer records were dropped by `manage.py records_retire` (results.retention): its
+    """A month whose raw transfer records were dropped by `manage.py records_retire` (results.store.retention): its
     rollups (rates, minute matrices, the now board) stay; pages that read raw records say so."""
 
     month = models.DateField(unique=True, help_text="the first day of the month (UTC) whose records ended in it")
@@ -453,7 +454,7 @@ class RetiredMonth(models.Model):
         return f"{self.month:%Y-%m} retired {self.retired_at:%Y-%m-%d}"
 
 
-# --- the failure causes' stored counts (results.failure_counts keeps and reads them) ------------------------------
+# --- the failure causes' stored counts (results.store.failure_counts keeps and reads them) ----------------------
 
 
 class FailureKey(models.Model):

@@ -1,6 +1,6 @@
 """Reads of results for the pages and the API: target versus achieved (scoped to the experiments a user may
 read), the rate of one target over time in bins, the statistics of its throughput samples, and the comparison
-of a challenge with an earlier one. The numbers themselves are defined in results/rates.py."""
+of a challenge with an earlier one. The numbers themselves are defined in results/targets/rates.py."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 The write path is built for DDM ingestion (tens of thousands of records a second): the batch is COPied into a
 temporary table, its rows' identities (origin id, transfer key) are claimed in results_recordkey (what is claimed
-already, or twice in the batch, is a duplicate: results.record_keys), the new rows are inserted into the partitioned
-table (the partition of their month, made beforehand when missing: results.partitions), and the rollups get the
+already, or twice in the batch, is a duplicate: results.store.keys), the new rows are inserted into the partitioned
+table (the partition of their month, made beforehand when missing: results.store.partitions), and the rollups get the
 deltas of exactly the inserted rows, computed and upserted in SQL.
 """
 
@@ -24,14 +24,14 @@ from django.db import OperationalError, connection, transaction
 from sites.models import NetworkHost
 from sites.selectors import endpoint_for_url
 
-from .attribution import batch_attribute_sql
 from .choices import Origin
-from .failures import failure_categorize_records, failure_categorize_rows
+from .failures.causes import failure_categorize_records, failure_categorize_rows
 from .models import ERROR_MESSAGE_LENGTH, NetworkMeasurement, OptimizerDecision, TransferRecord
-from .partitions import partitions_for_ends
-from .record_keys import batch_claim_sql
-from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
-from .rows import DecisionRow, RecordRow
+from .store.attribution import batch_attribute_sql
+from .store.keys import batch_claim_sql
+from .store.partitions import partitions_for_ends
+from .store.rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
+from .store.rows import DecisionRow, RecordRow
 
 
 @lru_cache(maxsize=4096)
@@ -61,7 +61,7 @@ _BATCH_CREATE = f"""
 CREATE TEMP TABLE record_batch ON COMMIT DROP AS
 SELECT 0::int AS ord, {_COLUMN_LIST} FROM results_transferrecord WITH NO DATA
 """
-# The rows whose identities this batch claimed (results.record_keys: the claim is where concurrent writers meet,
+# The rows whose identities this batch claimed (results.store.keys: the claim is where concurrent writers meet,
 # wait for each other and skip what the other stored; a deadlock left, crossing keys, is retried). The ids come
 # from the table's identity sequence: the primary key (id, "end") never conflicts.
 _BATCH_INSERT = f"""

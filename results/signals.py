@@ -13,7 +13,7 @@ from django.db.models.signals import post_delete, post_save, pre_save
 from challenges.models import Activity, Target
 from challenges.signals import plan_changed
 
-from .attribution import Scope
+from .store.attribution import Scope
 
 _PENDING = "_results_attribution_scope"
 logger = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from django.db import transaction
 
 from challenges.models import Challenge
 
-from .attribution import Scope, records_reattribute
-from .failures import failures_recategorize
-from .partitions import partitions_ensure
+from .failures.causes import failures_recategorize
+from .store.attribution import Scope, records_reattribute
+from .store.partitions import partitions_ensure
 
 # One UPDATE over the failed records (rolled back whole when cut short): 23-67 s for 500,000 (measured); an hour
 # covers some twenty times that.
@@ -50,7 +50,7 @@ def failures_recategorize_on_commit(*, challenge: Challenge | None = None) -> No
 @shared_task(name="results.records_reattribute", soft_time_limit=REATTRIBUTE_SOFT_LIMIT, time_limit=REATTRIBUTE_LIMIT)
 def records_reattribute_task(scope: dict[str, Any]) -> int:
     """Apply the attribution rules again to the records a change of the plan may concern (results.signals sends
-    it on commit); progress in results.attribution.attribution_status(). Returns the records that changed."""
+    it on commit); progress in results.store.attribution.attribution_status(). Returns the records that changed."""
     return records_reattribute(scope=Scope.from_json(scope))
 
 

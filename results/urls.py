@@ -1,5 +1,5 @@
 """Results pages, mounted at /results/: target versus achieved, one target over time, the comparison with an
-earlier challenge. (The matrix, records and failure causes have their own routes in results/matrix_urls.py.)"""
+earlier challenge. (The matrix, records and failure causes have their own routes in results/matrix/urls.py.)"""
 
 from django.urls import path
 

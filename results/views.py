@@ -24,8 +24,8 @@ from common.units import is_whole_number, size_text, window_text
 from reports.selectors import ReportMarker, outages_overlapping, report_markers
 
 from . import charts, selectors
-from .attribution import attribution_status
 from .markers import target_marks
+from .store.attribution import attribution_status
 from .targets.figures import figures_row
 from .targets.rates import TargetRates
 

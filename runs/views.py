@@ -28,7 +28,7 @@ from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
 from common.units import duration_text, is_whole_number
 from results.active_rates import active_rates
-from results.link_matrix import link_matrix
+from results.matrix.cells import link_matrix
 from results.models import TransferRecord
 from sites.roles import user_is_coordinator
 

@@ -1,7 +1,7 @@
 """MkDocs hooks of the handbook (mkdocs.yml `hooks:`), local and offline.
 
-- Code paths: every repository path a page names in backticks (`results/rates.py`, `runs/probes/`) must exist, so
-  that the handbook never sends a reader to a file that moved. A missing one is a warning, which `mkdocs build
+- Code paths: every repository path a page names in backticks (`results/targets/rates.py`, `runs/probes/`) must exist,
+  so that the handbook never sends a reader to a file that moved. A missing one is a warning, which `mkdocs build
   --strict` (CI) turns into a failure.
 - Screenshots: the browser tests write fresh ones to var/screenshots/ on every run (tests/e2e/screenshots.py); a
   build after a test run publishes those instead of the committed copies in docs/img/, so the site shows the pages

@@ -3,7 +3,7 @@ the aggregate rate over the step's active window and the sum of single-file rate
 rows (iperf3 and path MTU per link), the functional FROM x TO table per mode, the throughput tables per mode and
 concurrency, the progress of the sweep, and the comparison with an earlier sweep.
 
-Everything is read from the steps' runs and their transfer records (results.link_matrix, one query per sweep), so
+Everything is read from the steps' runs and their transfer records (results.matrix.cells, one query per sweep), so
 that a number on a page is exactly what the records say.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Count
 from django.db.models.functions import Left
 
-from results.link_matrix import LinkCell, link_matrix
+from results.matrix.cells import LinkCell, link_matrix
 from results.models import TransferRecord
 from runs.choices import RUN_ENDED, FileState
 from runs.models import RunFile
@@ -93,7 +93,7 @@ def _step_state(step: SweepStep) -> str:
 def matrix_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dict[str, Any]]:
     """One row per transfer step, in step order (pending steps with no numbers yet). Files ok and failed are the
     step's files by their final outcome (a try lost with its worker and copied again is one file, ok); the rates
-    are its transfer records' (results.link_matrix, by run): bytes of the ok transfers over the union of all its
+    are its transfer records' (results.matrix.cells, by run): bytes of the ok transfers over the union of all its
     transfers' intervals, and each ok file's bytes over its own duration, added up over C files in flight
     (_per_round)."""
     steps = steps if steps is not None else steps_of(sweep)

@@ -96,7 +96,7 @@ def test_no_function_is_longer_than_80_lines() -> None:
 
 # Still handed the set of experiment ids rather than a restricted queryset: the matrix and failure pages pass it on
 # to SQL built by results.matrix and results.failures with the experiment the reader picked (see the report of #28).
-HAND_SCOPED = {"results.matrix_views"}
+HAND_SCOPED = {"results.matrix.views"}
 
 
 def test_the_access_policy_is_applied_by_restrict_outside_sites() -> None:

@@ -19,7 +19,7 @@ from sites.models import Experiment, Site
 from sites.permissions import PlanPermission
 
 from ..choices import RecordState
-from ..failures import (
+from ..failures.causes import (
     failure_pattern_problem,
     failure_rule_next_position,
 )

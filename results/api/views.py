@@ -1,5 +1,5 @@
 """Rates API: target versus achieved of a challenge, one row per target (the definitions are in
-results/rates.py). Everyone logged in reads; a DDM service reads the rows of its own experiment only.
+results/targets/rates.py). Everyone logged in reads; a DDM service reads the rows of its own experiment only.
 
 Units: bytes, bytes per second; a failure ratio is a fraction of the files that ended inside the window."""
 

@@ -35,7 +35,7 @@ WHERE b.id = c.rid;
 
 
 def rollups_rebuild(apps, schema_editor):
-    from results.rollups import rollups_rebuild as rebuild
+    from results.store.rollups import rollups_rebuild as rebuild
 
     rebuild()
 

@@ -8,7 +8,7 @@ import results.models
 
 def link_intervals_build(apps, schema_editor):
     """The unions of the records stored before them (results.link_intervals)."""
-    from results.link_intervals import link_intervals_rebuild
+    from results.store.link_intervals import link_intervals_rebuild
 
     link_intervals_rebuild()
 

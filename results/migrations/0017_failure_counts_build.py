@@ -7,8 +7,8 @@ from django.db import migrations
 def failure_counts_build(apps, schema_editor):
     """The counts of the failed records stored before them (results.failure_counts); none once raw records were
     retired (the page then counts from the records it has)."""
-    from results.failure_counts import failure_counts_rebuild
-    from results.partitions import months_retired
+    from results.store.failure_counts import failure_counts_rebuild
+    from results.store.partitions import months_retired
 
     with schema_editor.connection.cursor() as cursor:
         if months_retired(cursor):

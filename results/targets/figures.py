@@ -28,7 +28,7 @@ from challenges.thresholds import challenge_thresholds
 
 from ..choices import Verdict
 from ..models import TransferRecord
-from ..rollups import minute_floor
+from ..store.rollups import minute_floor
 from .network import network_figures
 from .projection import Projection, SoFar, target_projection
 from .rates import TargetRates, challenge_targets, targets_rates_cached, targets_rates_compute

@@ -3,7 +3,7 @@
 Definitions (also written on the results page):
 - A successful transfer's bytes are spread uniformly over its real [start, end); failed and cancelled transfers
   add no bytes.
-- For a target of an activity with window [A, B): the records that count for the activity (results.attribution:
+- For a target of an activity with window [A, B): the records that count for the activity (results.store.attribution:
   its runs', and the ingested transfers its rules give it) into the site (direction in), out of it (out), or over
   the link; only the part of each transfer inside [A, B) counts.
 - average rate = bytes inside [A, B) / (B - A).
@@ -12,7 +12,7 @@ Definitions (also written on the results page):
 - stable rate = the same with `stable_window`; empty when the activity is shorter than that window.
 - volume, files ok, files failed, failure ratio (of files ending inside [A, B)).
 - verdict: met when stable >= target, partly when only max >= target, missed otherwise; without a stable rate the
-  average stands in for it. Only once the window has ended: before, the live verdict of results.projection, with
+  average stands in for it. Only once the window has ended: before, the live verdict of results.targets.projection, with
   the volume and average so far (`so_far`).
 Rates are bytes per second.
 """
@@ -39,7 +39,7 @@ from challenges.models import Challenge, Target
 
 from ..choices import RecordState, Verdict
 from ..models import MINUTES_PER_HOUR, RollupVersion, TransferRecord
-from ..rollups import MINUTE, minute_floor
+from ..store.rollups import MINUTE, minute_floor
 from .projection import SoFar
 
 

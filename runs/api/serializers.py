@@ -123,7 +123,7 @@ class ActiveRatesSerializer(serializers.Serializer[Any]):
 
 
 class LinkCellSerializer(serializers.Serializer[Any]):
-    """One cell of a runs' matrix (results.link_matrix): bytes, seconds, bytes per second."""
+    """One cell of a runs' matrix (results.matrix.cells): bytes, seconds, bytes per second."""
 
     source = serializers.CharField()
     destination = serializers.CharField()

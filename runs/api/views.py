@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from challenges.choices import ActivityKind
 from common.services import service_call
 from common.units import is_whole_number
-from results.link_matrix import SPLITS, link_matrix
+from results.matrix.cells import SPLITS, link_matrix
 from results.models import TransferRecord
 from sites.permissions import PlanPermission
 

@@ -32,7 +32,7 @@ def test_the_now_board_shows_the_worst_first_and_takes_an_acknowledgement(
     assert verdicts == ["will miss", "on track", "met"]
     assert page.locator("svg.spark polyline").count() == 3
     assert page.locator("table.alerts tbody tr").count() == 3
-    page.locator("table.alerts tbody tr", has_text="no transfer has ended").get_by_role(
+    page.locator("table.alerts tbody tr", has_text="nothing moved for the last").get_by_role(
         "button", name="Acknowledge"
     ).click()
     page.wait_for_selector("text=acknowledged by")

@@ -18,8 +18,8 @@ from ingest.selectors import unknown_hosts
 from ingest.services import ingest_items
 from ingest.tasks import records_attach_task
 from results.models import FlowRollup, RateRollup, TransferRecord
+from results.store.rollups import rollups_rebuild
 from results.targets.rates import target_rates
-from results.rollups import rollups_rebuild
 from tests.results.link_rows import assert_unions_as_rebuilt, link_rows
 from tests.results.rollup_rows import rollup_rows
 
@@ -41,7 +41,7 @@ def rollup_state(*, approximate: bool = False) -> dict[tuple[Any, ...], Any]:
 def test_records_of_an_unknown_host_attach_when_its_endpoint_is_registered(
     world: dict[str, Any], atlas_ddm: APIClient, coordinator: APIClient
 ) -> None:
-    # One activity with both targets: a transfer counts for one activity (results.attribution), which then has it
+    # One activity with both targets: a transfer counts for one activity (results.store.attribution), which then has it
     # on each of its targets that the transfer passes.
     into_uam = uam_target(world)
     out_of_cnaf = Target.objects.create(activity=into_uam.activity, site=world["cnaf"], direction="out", rate=1e6)

@@ -24,7 +24,9 @@ from portal.tasks import ping
 from tests.live.scenario import Scenario, scenario_make
 from tests.workers import worker_argv, worker_database_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# serialized_rollback as every transactional test of the suite: a plain flush would make the content types again, and
+# the next test that restores its serialized rows would find them twice.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def alerts_of(challenge: Challenge) -> set[tuple[str, str]]:

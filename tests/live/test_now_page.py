@@ -59,7 +59,7 @@ def test_a_coordinator_acknowledges_and_silences_from_the_page(live: Scenario) -
 
 def test_a_viewer_is_shown_no_acknowledge_or_silence_button(live: Scenario) -> None:
     page = logged_in("viewer").get("/challenges/live/now/").content.decode()
-    assert "no transfer has ended" in page  # the alerts are there
+    assert "nothing moved for the last" in page  # the alerts are there
     assert "Acknowledge</button>" not in page and "Silence</button>" not in page
 
 

@@ -1,12 +1,12 @@
-"""The matrix's stored unions (results.link_intervals) in one comparable form, for tests that check what a writer
+"""The matrix's stored unions (results.store.link_intervals) in one comparable form, for tests that check what a writer
 left in them against a rebuild from the records."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from results.link_intervals import link_intervals_rebuild
 from results.models import LinkError, LinkInterval, LinkTotals
+from results.store.link_intervals import link_intervals_rebuild
 
 KEY = ("activity_id", "source_site_id", "destination_site_id", "mode", "concurrency")
 

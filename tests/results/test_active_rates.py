@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from results.active_rates import transfers_rates
-from results.link_matrix import link_matrix
+from results.matrix.cells import link_matrix
 from results.models import TransferRecord
 from tests.results.union import union_seconds
 from tests.sites.factories import SiteFactory

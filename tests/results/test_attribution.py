@@ -1,4 +1,4 @@
-"""Which activity a record counts for (results.attribution): the rules, and re-attribution when the plan changes,
+"""Which activity a record counts for (results.store.attribution): the rules, and re-attribution when the plan changes,
 each checked on the targets' numbers and on rollups equal to a rebuild from the records."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from rest_framework.test import APIClient
 from challenges.documents import PlanDocumentError
 from challenges.models import Activity, Challenge, Target
 from challenges.plan import plan_export, plan_import
-from results.attribution import Scope, attribution_status, records_reattribute, scope_everything
 from results.models import TransferRecord
-from results.rollups import rollups_rebuild
-from results.rows import RecordRow
 from results.services import record_rows_store
+from results.store.attribution import Scope, attribution_status, records_reattribute, scope_everything
+from results.store.rollups import rollups_rebuild
+from results.store.rows import RecordRow
 from results.targets.rates import target_rates
 from sites.models import Experiment, Site
 from sites.roles import membership_grant
@@ -291,7 +291,7 @@ def test_the_about_page_writes_the_rules_and_the_last_reattribution(world: dict[
 
 
 def test_attributing_every_record_at_once_gives_what_the_writer_gave(world: dict[str, Any]) -> None:
-    from results.attribution import records_attribute_all_sql
+    from results.store.attribution import records_attribute_all_sql
 
     export = activity(world, name="export", ddm=["T0 Export"])
     anything = activity(world, name="anything")

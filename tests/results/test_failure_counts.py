@@ -1,5 +1,5 @@
-"""The failure causes' stored counts (results.failure_counts) give the page the same numbers as counting the failed
-records themselves: on random failures of several activities and experiments, URLs in the messages, FTS schemes,
+"""The failure causes' stored counts (results.store.failure_counts) give the page the same numbers as counting the
+failed records themselves: on random failures of several activities and experiments, URLs in the messages, FTS schemes,
 unknown sites; after the rules change (all challenges or one), the plan changes (re-attribution) and records are
 deleted; kept by two writers at once; equal to a rebuild; and the page counts from the records, and says so, when
 the stored counts do not hold them all."""
@@ -17,13 +17,13 @@ from django.db import transaction
 from django.test import Client
 
 from challenges.models import Activity, Target
-from results import failures
-from results.attribution import records_reattribute, scope_everything
-from results.failure_counts import failure_counts_rebuild
-from results.failures import FROM_RECORDS, STORED, failures_for_challenge, failures_recategorize
+from results.failures import causes as failures
+from results.failures.causes import FROM_RECORDS, STORED, failures_for_challenge, failures_recategorize
 from results.models import FailureCount, FailureHour, FailureMessage, FailureRule, RetiredMonth, TransferRecord
-from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.services import records_store
+from results.store.attribution import records_reattribute, scope_everything
+from results.store.failure_counts import failure_counts_rebuild
+from results.store.rollups import ROLLUP_COLUMNS, rollup_add_sql
 
 from .link_world import at, batches_stored_at_once, make_world, random_record
 

@@ -14,7 +14,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from challenges.models import Activity, Challenge, Target
-from results.failures import (
+from results.failures.causes import (
     failure_categorize,
     failure_categorize_records,
     failures_for_challenge,

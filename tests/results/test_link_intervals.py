@@ -1,5 +1,5 @@
-"""The matrix's stored unions (results.link_intervals, read by results.matrix_unions) give the same numbers as the
-exact scan of the records (results.link_matrix): on random overlapping intervals, records across the activities'
+"""The matrix's stored unions (results.store.link_intervals, read by results.matrix.unions) give the same numbers as the
+exact scan of the records (results.matrix.cells): on random overlapping intervals, records across the activities'
 windows, ok / failed / cancelled, every selection the page offers; after the plan changes; kept by two writers at
 once; and equal to a rebuild."""
 
@@ -16,12 +16,12 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 from challenges.models import Activity, Target
-from results.attribution import records_reattribute, scope_everything
-from results.link_intervals import link_intervals_add, link_intervals_settle
-from results.matrix import matrix_for_challenge
+from results.matrix.challenge import matrix_for_challenge
 from results.models import LinkInterval, LinkTotals, TransferRecord
-from results.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.services import records_store
+from results.store.attribution import records_reattribute, scope_everything
+from results.store.link_intervals import link_intervals_add, link_intervals_settle
+from results.store.rollups import ROLLUP_COLUMNS, rollup_add_sql
 
 from .link_rows import assert_unions_as_rebuilt, link_rows
 from .link_world import _ids, at, batches_stored_at_once, make_world, random_record

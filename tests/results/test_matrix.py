@@ -18,10 +18,10 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from challenges.models import Activity, Challenge, Target
-from results.matrix import matrix_for_challenge
+from results.matrix.challenge import matrix_for_challenge
 from results.models import LinkTotals, TransferRecord
-from results.rows import RecordRow
 from results.services import record_rows_store, records_store
+from results.store.rows import RecordRow
 from sites.choices import Role
 from sites.models import Experiment, Site
 from sites.roles import membership_grant
@@ -80,7 +80,7 @@ def record(
 
 def activities(world: dict[str, Any], *, start: float = 0, end: float = 60) -> None:
     """An ATLAS and a CMS activity of the challenge with targets on the links the records use, so that the records
-    count for them (results.attribution)."""
+    count for them (results.store.attribution)."""
     for experiment in ("atlas", "cms"):
         activity = Activity.objects.create(
             challenge=world["challenge"],

@@ -11,8 +11,14 @@ import pytest
 from django.db import connection
 
 from results.models import RateRollup, RecordKey, RetiredMonth, TransferRecord
-from results.partitions import DEFAULT_PARTITION, partition_ensure, partition_name, partitions_ensure, partitions_list
 from results.services import records_store
+from results.store.partitions import (
+    DEFAULT_PARTITION,
+    partition_ensure,
+    partition_name,
+    partitions_ensure,
+    partitions_list,
+)
 from sites.models import Experiment
 
 T0 = datetime(2024, 3, 31, 23, 50, tzinfo=UTC)

@@ -15,8 +15,8 @@ from django.db import IntegrityError, connection, transaction
 
 from challenges.models import Activity, Challenge, Target
 from results.models import RateRollup, RollupVersion, TransferRecord
-from results.rollups import rollups_rebuild
 from results.services import records_store
+from results.store.rollups import rollups_rebuild
 from results.targets.rates import rates_for_challenge, target_rates
 from sites.models import Experiment, Site
 
@@ -426,7 +426,7 @@ def test_a_second_read_takes_the_rows_from_the_cache(world: dict[str, Any], djan
     with django_assert_num_queries(2):  # the targets, the rollup versions
         assert challenge_rows(world) == first
     # 1 GB per 3 min; both activities claim the first 6 h, and each file counts once: for the shorter window
-    # (results.attribution, rule 3), so the 10 h activity has hours 6-10 only.
+    # (results.store.attribution, rule 3), so the 10 h activity has hours 6-10 only.
     assert (first[0][0], first[1][0]) == pytest.approx((120 * GB, 80 * GB))
 
 

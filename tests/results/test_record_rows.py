@@ -1,4 +1,4 @@
-"""Record rows (results.rows.RecordRow), what the ingestion parsers make instead of model instances: the same
+"""Record rows (results.store.rows.RecordRow), what the ingestion parsers make instead of model instances: the same
 columns as TransferRecord, stored as model instances are, failures categorised by the same rules."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from results.failures import failure_categorize_rows
+from results.failures.causes import failure_categorize_rows
 from results.models import OptimizerDecision, TransferRecord
-from results.rows import DecisionRow, RecordRow
 from results.services import optimizer_decisions_store, record_rows_store, records_store
+from results.store.rows import DecisionRow, RecordRow
 from sites.models import Experiment, Site, StorageEndpoint
 
 pytestmark = pytest.mark.django_db

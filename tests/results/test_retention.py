@@ -1,4 +1,4 @@
-"""Retiring raw records (manage.py records_retire, results.retention): whole months dropped once their rollups
+"""Retiring raw records (manage.py records_retire, results.store.retention): whole months dropped once their rollups
 are final, all or none; the rollups stay, a record of a retired month sent again counts once, pages say so."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from challenges.models import Challenge
-from results.link_intervals import link_intervals_rebuild
 from results.models import LinkInterval, RateRollup, RetiredMonth, TransferRecord
-from results.partitions import partition_ensure, partitions_list
-from results.retention import RetireRefused, records_retire
-from results.rollups import rollups_rebuild
 from results.services import records_store
+from results.store.link_intervals import link_intervals_rebuild
+from results.store.partitions import partition_ensure, partitions_list
+from results.store.retention import RetireRefused, records_retire
+from results.store.rollups import rollups_rebuild
 from sites.models import Experiment
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """A portal run's records count for its activity, never for another activity at the same site and time; an ad hoc
-run's count for none (results.attribution, rule 1)."""
+run's count for none (results.store.attribution, rule 1)."""
 
 from __future__ import annotations
 

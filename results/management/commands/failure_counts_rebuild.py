@@ -1,4 +1,4 @@
-"""Count the failure causes (results.failure_counts) again from every record: after a bulk load that wrote records
+"""Count the failure causes (results.store.failure_counts) again from every record: after a bulk load that wrote records
 around results.services (and rebuilt the rollups), or to check them. Refused once raw records were retired."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from results.failure_counts import failure_counts_rebuild
+from results.store.failure_counts import failure_counts_rebuild
 
 
 class Command(BaseCommand):

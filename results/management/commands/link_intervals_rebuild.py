@@ -1,5 +1,5 @@
-"""Compute the FROM x TO matrix's stored unions (results.link_intervals) again from every record: after a bulk load
-that wrote records around results.services (and rebuilt the rollups), or to check them."""
+"""Compute the FROM x TO matrix's stored unions (results.store.link_intervals) again from every record: after a bulk
+load that wrote records around results.services (and rebuilt the rollups), or to check them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from results.link_intervals import link_intervals_rebuild
+from results.store.link_intervals import link_intervals_rebuild
 
 
 class Command(BaseCommand):

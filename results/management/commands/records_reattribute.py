@@ -1,4 +1,5 @@
-"""Apply the attribution rules (results.attribution) to every stored record again, moving the rollups with them."""
+"""Apply the attribution rules (results.store.attribution) to every stored record again, moving the rollups with
+them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from results.attribution import records_reattribute, scope_everything
+from results.store.attribution import records_reattribute, scope_everything
 
 
 class Command(BaseCommand):

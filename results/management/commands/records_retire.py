@@ -1,4 +1,4 @@
-"""Retire the raw transfer records of whole months whose rollups are final (results.retention)."""
+"""Retire the raw transfer records of whole months whose rollups are final (results.store.retention)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from results.retention import RetireRefused, months_to_retire, records_retire
+from results.store.retention import RetireRefused, months_to_retire, records_retire
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from results.rollups import rollups_rebuild
+from results.store.rollups import rollups_rebuild
 
 
 class Command(BaseCommand):

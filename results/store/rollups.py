@@ -18,7 +18,7 @@ from .link_intervals import link_intervals_add, link_intervals_take_out
 from .partitions import months_retired
 
 # Writers of records take it shared; whoever moves stored records between sites or activities
-# (ingest.services.records_attach, results.attribution) takes it exclusive, so that no batch is stored meanwhile.
+# (ingest.services.records_attach, results.store.attribution) takes it exclusive, so that no batch is stored meanwhile.
 RECORDS_LOCK = 0x7265
 
 MINUTE = timedelta(minutes=1)
@@ -204,16 +204,17 @@ WHERE (r.activity_id, r.flow, r.site_id, r.peer_id, r.hour, r.experiment_id)
 
 ROLLUP_COLUMNS = (
     'experiment_id, activity_id, source_site_id, destination_site_id, mode, concurrency, state, start, "end", bytes, '
-    "error_message, run_id, "  # for the matrix's unions (results.link_intervals)
-    "error_category, fts_error_category, error_scope, failure_phase"  # and the failure causes (results.failure_counts)
+    "error_message, run_id, "  # for the matrix's unions (results.store.link_intervals)
+    # and the failure causes (results.store.failure_counts)
+    "error_category, fts_error_category, error_scope, failure_phase"
 )
 
 
 def rollup_add_sql(*, records: str, params: Sequence[Any] = (), sign: int = 1) -> int:
     """Add (sign=1) or take out (sign=-1) the contributions of the records selected by `records` (a SELECT giving
     at least ROLLUP_COLUMNS) to the rollups, computed in SQL like the rebuild; raises the rollup versions of
-    their experiments; the matrix's unions (results.link_intervals) and the failure causes' counts
-    (results.failure_counts) move with them. Call inside the transaction that
+    their experiments; the matrix's unions (results.store.link_intervals) and the failure causes' counts
+    (results.store.failure_counts) move with them. Call inside the transaction that
     changed the records: a take-out before they change, the add after (which also settles the take-out's unions;
     without an add, call link_intervals_settle). Returns the per-minute rows touched."""
     if sign not in (1, -1):
@@ -288,7 +289,7 @@ ROLLUP_TABLES = ("results_raterollup", "results_raterolluphour", "results_flowro
 @transaction.atomic
 def rollups_rebuild() -> int:
     """Recompute the rollups from the records (after bulk loads or re-matching sites). Returns the rows of the
-    per-minute rollup. Refused once raw records were retired (results.retention): their rollups would be lost.
+    per-minute rollup. Refused once raw records were retired (results.store.retention): their rollups would be lost.
 
     A bulk rebuild: the tables are emptied and their indexes set aside while they are filled, then built again
     (at a million records the minute rollup went in in 15.6 s instead of 87.6 s with its 5 indexes kept up to date

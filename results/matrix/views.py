@@ -29,13 +29,14 @@ from reports.selectors import report_markers
 from sites.models import Experiment
 from sites.roles import visible_experiment_ids
 
-from . import failures, matrix
-from .filters import RecordFilter
-from .forms import FailureRuleForm
-from .models import FailureRule, TransferRecord
-from .retention import retired_notice
-from .selectors import records_visible_to
-from .tasks import failures_recategorize_on_commit
+from ..failures import causes as failures
+from ..filters import RecordFilter
+from ..forms import FailureRuleForm
+from ..models import FailureRule, TransferRecord
+from ..selectors import records_visible_to
+from ..store.retention import retired_notice
+from ..tasks import failures_recategorize_on_commit
+from . import challenge as matrix
 
 RECORDS_PAGE = 100
 

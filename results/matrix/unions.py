@@ -1,7 +1,7 @@
-"""The FROM x TO cells of a challenge from the stored unions (results.link_intervals), exactly as link_matrix computes
-them from the records (active time, volume, files, sum of file rates, runs, most common error), reading per key a
-few rows instead of every record: a cell's active time is the union of its keys' islands, merged in the query
-(the union of unions is the union of all).
+"""The FROM x TO cells of a challenge from the stored unions (results.store.link_intervals), exactly as
+results.matrix.cells computes them from the records (active time, volume, files, sum of file rates, runs, most common
+error), reading per key a few rows instead of every record: a cell's active time is the union of its keys' islands,
+merged in the query (the union of unions is the union of all).
 
 They answer any selection the matrix page offers: the challenge's activities (of the experiments the reader may
 see), one mode, one concurrency, split by mode and / or concurrency. Not a time window: a key's counts are not kept
@@ -14,8 +14,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from .active_time import active_seconds_sql
-from .link_matrix import LINK_CELLS_WORK_MEM, LinkCell
+from ..active_time import active_seconds_sql
+from .cells import LINK_CELLS_WORK_MEM, LinkCell
 
 UNION_CELLS = """
 WITH totals AS MATERIALIZED (

@@ -3,7 +3,7 @@ link was active, volume, files ok / failed, failure ratio, runs and the most com
 (pull, push, streamed ...) and one concurrency (10, 40, 100 files in flight), or split by them.
 
 Definitions (as on the page):
-- the transfers are those that count for the challenge's activities (results.attribution), whole;
+- the transfers are those that count for the challenge's activities (results.store.attribution), whole;
 - volume = bytes of the successful ones;
 - active time = the union of the transfers' [start, end) intervals (ok and failed: a link busy failing is busy),
   so a link that ran for 10 s in a week shows its rate over those 10 s;
@@ -26,11 +26,11 @@ import plotly.graph_objects as go
 from challenges.models import Activity, Challenge
 from common.units import rate_text, size_text
 
-from .link_matrix import SPLITS, LinkCell, link_matrix
-from .matrix_rollup import matrix_exact_limit, rollup_cells, rollup_offered
-from .matrix_unions import union_cells, union_offered, union_transfers
-from .models import RollupVersion, TransferRecord
-from .targets.rates import results_cache_get, results_cache_set
+from ..models import RollupVersion, TransferRecord
+from ..targets.rates import results_cache_get, results_cache_set
+from .cells import SPLITS, LinkCell, link_matrix
+from .minutes import matrix_exact_limit, rollup_cells, rollup_offered
+from .unions import union_cells, union_offered, union_transfers
 
 MatrixCell = LinkCell
 
@@ -48,7 +48,7 @@ class Matrix:
     concurrency: int | None = None
     split: tuple[str, ...] = ()
     transfers: int = 0  # files that ended, of the challenge's activities (the hourly rollup's count)
-    # "unions": exact, from the stored unions (results.link_intervals); "records": exact, from the records;
+    # "unions": exact, from the stored unions (results.store.link_intervals); "records": exact, from the records;
     # "minute": active time counted to the minute from the per-minute rollup
     resolution: str = "unions"
 

@@ -1,7 +1,7 @@
 """The FROM x TO matrix's stored unions, kept as the rollups are: in the transaction that changes the records.
 
 Per key (activity, source site, destination site, mode, concurrency; results.models.LinkKey) three tables hold what
-the exact matrix (results.link_matrix's LINK_CELLS) computes from the records, so that a challenge's matrix reads
+the exact matrix (results.matrix.cells's LINK_CELLS) computes from the records, so that a challenge's matrix reads
 them instead of every record:
 - LinkTotals: volume, files ok / failed, the sum of file rates (numeric: the same quotients, added up exactly in any
   grouping) and the portal runs;
@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from .active_time import islands_sql
+from ..active_time import islands_sql
 from .partitions import months_retired
 
 KEY = "activity_id, source_site_id, destination_site_id, mode, concurrency"

@@ -1,4 +1,4 @@
-"""Retiring raw transfer records: whole months (partitions, results.partitions) detached and dropped once their
+"""Retiring raw transfer records: whole months (partitions, results.store.partitions) detached and dropped once their
 rollups are final. Rates, minute-resolution matrices and the now board read the rollups and keep working; the
 records' identities (results_recordkey) stay, so a record of a retired month sent again still counts once; pages
 that read raw records say which months were retired, and when.
@@ -21,8 +21,8 @@ from django.db import connection, transaction
 
 from challenges.models import Challenge
 
+from ..models import RetiredMonth
 from .attribution import attribution_status
-from .models import RetiredMonth
 from .partitions import TABLE, month_next, partition_name, partitions_list
 from .rollups import RECORDS_LOCK
 

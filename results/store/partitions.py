@@ -5,7 +5,7 @@ month and PARTITIONS_AHEAD after it) or on demand, before a batch that needs one
 No insert ever fails for want of a partition: a record whose month has none (ends far in the past or the future,
 outside PARTITIONS_ON_DEMAND_MONTHS of now, or stored inside a caller's transaction, where no DDL is run) goes to
 the DEFAULT partition, and the month's partition, when it is made later, takes its rows out of the default.
-Months retired by `manage.py records_retire` (results.retention) are never made again.
+Months retired by `manage.py records_retire` (results.store.retention) are never made again.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def partitions_for_ends(ends: Iterable[datetime], *, now: datetime | None = None
 
 
 def months_retired(cursor: Any) -> str | None:
-    """The months whose raw records were retired (results.retention), as "2026-01, 2026-02", or None: what a
+    """The months whose raw records were retired (results.store.retention), as "2026-01, 2026-02", or None: what a
     rebuild from the records (rollups, the matrix's unions) would lose. None before the table exists (migrations
     that rebuild run before it)."""
     cursor.execute("SELECT to_regclass('results_retiredmonth')")

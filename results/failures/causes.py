@@ -26,8 +26,9 @@ from plotly import colors
 from challenges.models import Activity, Challenge
 from sites.models import Site
 
-from .choices import ErrorCategory, Origin, RecordState
-from .failure_counts import (
+from ..choices import ErrorCategory, Origin, RecordState
+from ..models import FailureRule, TransferRecord, validate_failure_pattern
+from ..store.failure_counts import (
     FAILURE_COLUMNS,
     MESSAGE_URL_PATTERN,
     FailureRows,
@@ -35,9 +36,8 @@ from .failure_counts import (
     failure_counts_complete,
     failure_rows_stored,
 )
-from .models import FailureRule, TransferRecord, validate_failure_pattern
-from .rollups import RECORDS_LOCK
-from .rows import RecordRow
+from ..store.rollups import RECORDS_LOCK
+from ..store.rows import RecordRow
 
 CompiledRules = list[tuple[re.Pattern[str], str]]
 TOP_MESSAGES = 5
@@ -190,7 +190,7 @@ def failure_rule_next_position() -> int:
 
 
 def _challenge_records(challenge: Challenge) -> Q:
-    """The records of a challenge: those that count for its activities (results.attribution)."""
+    """The records of a challenge: those that count for its activities (results.store.attribution)."""
     return Q(activity__challenge=challenge)
 
 
@@ -208,7 +208,7 @@ _CHANGED = (
 def failures_recategorize(*, challenge: Challenge | None = None) -> int:
     """Apply the current rules to every stored failed record (of one challenge's activities, or all): a CASE with
     one branch per enabled rule in order, so the first matching rule wins as in Python. Only rows whose category
-    changes are written, and the failure causes' counts (results.failure_counts) follow: the changed records are
+    changes are written, and the failure causes' counts (results.store.failure_counts) follow: the changed records are
     taken out with their old category and added with the new one. Returns how many changed."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RECATEGORIZE_LOCK])
@@ -278,7 +278,7 @@ class ChallengeFailures:
     links: list[LinkCauses]
     categories: list[tuple[str, str]]  # (value, label) of the categories that occur, in ErrorCategory order
     hourly: dict[str, list[tuple[datetime, int]]]  # category -> [(hour, failures)]
-    computed: str = "stored"  # STORED (results.failure_counts) or FROM_RECORDS (the counts did not hold them all)
+    computed: str = "stored"  # STORED (results.store.failure_counts) or FROM_RECORDS (the counts did not hold them all)
 
     def as_rows(self) -> list[dict[str, Any]]:
         return [
@@ -365,7 +365,7 @@ def _failure_rows_from_records(failed: QuerySet[TransferRecord]) -> FailureRows:
 def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> ChallengeFailures:
     """Counts per category, per FTS category, scope and phase, and the most common messages per link and mode,
     and failures per hour and category, of these experiments only (see challenge_failed_records): from the stored
-    counts (results.failure_counts, a few rows whatever the number of records), or from the records when the
+    counts (results.store.failure_counts, a few rows whatever the number of records), or from the records when the
     counts do not hold them all (a bulk load without failure_counts_rebuild), which the result says."""
     if experiment_ids is not None and not experiment_ids:  # no experiment to read (and an empty IN cannot be SQL)
         return ChallengeFailures(links=[], categories=[], hourly={})

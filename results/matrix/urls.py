@@ -3,7 +3,7 @@ rules."""
 
 from django.urls import path
 
-from . import matrix_views as views
+from . import views
 
 app_name = "results-matrix"
 urlpatterns = [

@@ -20,8 +20,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
-from .active_time import active_seconds_sql
-from .models import TransferRecord
+from ..active_time import active_seconds_sql
+from ..models import TransferRecord
 
 SPLITS = ("mode", "concurrency")
 

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import F, Sum
 
-from .link_matrix import LinkCell
-from .models import RateRollup, RateRollupHour
+from ..models import RateRollup, RateRollupHour
+from .cells import LinkCell
 
 
 def matrix_exact_limit() -> int:

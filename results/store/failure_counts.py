@@ -1,4 +1,4 @@
-"""The failure-causes page's stored counts, kept as the matrix's unions are (results.link_intervals): in the
+"""The failure-causes page's stored counts, kept as the matrix's unions are (results.store.link_intervals): in the
 transaction that changes the records.
 
 Per activity and experiment, three tables count the failed records of known activities the way
@@ -27,7 +27,7 @@ from .partitions import months_retired
 
 # The message key of the page (results.failures._MessageKey): URLs replaced by <url>, not their trailing punctuation.
 MESSAGE_URL_PATTERN = "[a-z][a-z0-9+.-]*://[^ ]*[^ :;,.)]"
-# The columns a SELECT of records gives to failure_counts_add (results.rollups.ROLLUP_COLUMNS holds them).
+# The columns a SELECT of records gives to failure_counts_add (results.store.rollups.ROLLUP_COLUMNS holds them).
 FAILURE_COLUMNS = (
     'activity_id, experiment_id, source_site_id, destination_site_id, mode, state, "end", error_message, '
     "error_category, fts_error_category, error_scope, failure_phase"
