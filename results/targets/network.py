@@ -1,9 +1,10 @@
 """A network target's figures: what its activity's iperf3 runs measured inside its window (NetworkMeasurement), not
 what transfers moved. Definitions (also on "About these numbers"):
 
-- a measurement counts for a target of its activity when it ended inside the window (before `at` while the window
-  runs) and was taken towards the target's site (a site target there, in or out, or a link with that site at one
-  end), or towards a host the registry does not place (then for every target of the activity);
+- a measurement counts for a target of its activity when it ended inside the window (by the end of `at`'s minute
+  while the window runs: a run just measured counts at once) and was taken towards the target's site (a site target
+  there, in or out, or a link with that site at one end), or towards a host the registry does not place (then for
+  every target of the activity);
 - latest = the last such measurement, best = the highest, each with its run and time; mean = their mean;
 - verdict: met when the best reaches the target; otherwise, while the window runs, "below target" once measured
   and "not measured" before; after the window, missed once measured and "not measured" when no run measured it.
@@ -16,7 +17,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from challenges.choices import ActivityKind
@@ -95,7 +96,7 @@ def network_figures(*, targets: Sequence[Target], at: datetime) -> dict[int, Net
         return {}
     by_activity: dict[int, list[tuple[int, int | None, float, datetime]]] = defaultdict(list)
     for run_id, activity_id, site_id, rate, end in NetworkMeasurement.objects.filter(
-        activity_id__in={target.activity_id for target in network}, end__lte=at
+        activity_id__in={target.activity_id for target in network}, end__lt=at + timedelta(minutes=1)
     ).values_list("run_id", "activity_id", "site_id", "rate", "end"):
         by_activity[activity_id].append((run_id, site_id, rate, end))
     figures = {}

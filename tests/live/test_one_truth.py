@@ -194,6 +194,11 @@ def check_agreement(world: World, page: Client, api: APIClient) -> dict[int, dic
             for name in FIGURES:
                 assert _same(reference[pk][name], row[name]), (surface, pk, name, reference[pk][name], row[name])
             assert row["url"] == reference[pk]["url"] == f"/results/truth/targets/{pk}/", surface
+            if surface != "CSV export":  # the CSV flattens it: network_latest_rate, network_best_rate, ...
+                assert row["network"] == reference[pk]["network"], (surface, pk)
+            elif reference[pk]["network"]:
+                best = reference[pk]["network"]["best"]
+                assert _same(best["rate"], row["network_best_rate"]), pk
     table = page.get(f"/results/{world.challenge.slug}/").content.decode()
     board = page.get(f"/challenges/{world.challenge.slug}/now/").content.decode()
     for pk, row in reference.items():
