@@ -172,7 +172,7 @@ WHERE EXISTS (SELECT 1 FROM results_transferrecord WHERE source_site_id IS NULL 
 def _registered_unmatched_hosts(registry: Registry) -> list[str]:
     """Hosts the registry knows that records without a site still name: one probe of the partial indexes of
     unmatched records per registered host, cheap enough for every minute."""
-    known = {host for host, _port in registry.by_host_port} | set(registry.network)
+    known = registry.endpoints.hosts | set(registry.network)
     with connection.cursor() as cursor:
         cursor.execute(_REGISTERED_UNMATCHED, [sorted(known)])
         return [row[0] for row in cursor.fetchall()]
@@ -234,7 +234,7 @@ def _site_of(registry: Registry, origin: str, url: str, host: str) -> tuple[int,
     if origin == "perfsonar":
         site = registry.network_site(host)
         return None if site is None else (site, None)
-    return registry.storage(url) if url else registry.by_host.get(host)
+    return registry.storage(url) if url else registry.endpoints.host_match(host)
 
 
 def ingest_lines(

@@ -1,0 +1,260 @@
+"""From a storage URL to the endpoint and site it names: the one matcher of the portal.
+
+The rules, in order:
+
+1. An RSE name, when the caller has one (a DDM record's `src_rse`), decides first: its endpoint and site.
+2. The URL's door is its host (any case) and port: as written, else its scheme's default (DEFAULT_PORTS), so that
+   `root://h//data` and `root://h:1094//data` are one door. An endpoint's door is read from its URL the same way.
+3. Among the endpoints at that door whose scheme is the URL's (or an alias of it: davs and https, root and xroot),
+   the one whose path is the longest prefix of the URL's path, by whole segments (slashes at either end ignored,
+   so `root://h//data/` is the prefix of `root://h:1094//data/f` and `/data` is not of `/database/f`).
+4. Else the door's site, when all its endpoints are one site's (a door such as StoRM's :8444 speaks srm and davs),
+   with the door's endpoint when it has one; else, on another port of the same host, the host's site when all of
+   its endpoints are one site's, with the host's endpoint when it has one. A host several sites share (a testbed
+   on one machine) decides nothing.
+
+With an experiment, the endpoints that do not serve it are passed over (an endpoint serves the experiments it names,
+or naming none, all of its site's: `experiment_served`); the site is still the door's or the host's.
+
+`EndpointIndex` is the registry's endpoints in memory, read once (one query; two more for the experiments, on the
+first match that gives one): ingestion matches a whole batch with one, pages a whole list of runs.
+`storage_for_url` and `site_for_url` read only the URL's host's endpoints, for one URL.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+from .models import Site, StorageEndpoint
+
+# The port a scheme's URL means when it writes none (gfal2's and the servers' defaults).
+DEFAULT_PORTS = {
+    "root": 1094,
+    "xroot": 1094,
+    "roots": 1094,
+    "xroots": 1094,
+    "davs": 443,
+    "https": 443,
+    "dav": 80,
+    "http": 80,
+    "gsiftp": 2811,
+    "srm": 8443,
+}
+# Schemes that name the same protocol: a URL of one matches an endpoint registered with the other.
+SCHEME_ALIASES = {"davs": "https", "dav": "http", "xroot": "root", "xroots": "roots"}
+
+
+class EndpointMatch(NamedTuple):
+    """What a URL matched: a site, and the endpoint when one is decided."""
+
+    site_id: int
+    endpoint_id: int | None
+
+
+class UrlParts(NamedTuple):
+    """A storage URL as the matcher reads it: scheme (lower case, aliases as one), host (lower case), port (the
+    scheme's default when none is written) and the path without its slashes at either end."""
+
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+
+
+@lru_cache(maxsize=8192)
+def _authority(prefix: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of `scheme://authority`; a batch names a few of them thousands of times."""
+    try:
+        parts = urlsplit(prefix)
+        scheme = parts.scheme.lower()
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+        return SCHEME_ALIASES.get(scheme, scheme), (parts.hostname or "").lower(), port
+    except ValueError:  # a port that is not a number
+        return "", "", None
+
+
+def url_parts(url: str) -> UrlParts:
+    """The scheme, host, port and path the matcher reads from a storage URL (its query and fragment dropped)."""
+    start = url.find("//")
+    end = url.find("/", start + 2) if start >= 0 else -1
+    if start < 0:
+        return UrlParts(*_authority(url), "")
+    path = "" if end < 0 else url[end:]
+    for mark in "?#":
+        cut = path.find(mark)
+        if cut >= 0:
+            path = path[:cut]
+    return UrlParts(*_authority(url if end < 0 else url[:end]), path.strip("/"))
+
+
+def url_host(url: str) -> str:
+    """The host name of a storage URL, lower case ("" when it has none)."""
+    return url_parts(url).host
+
+
+def url_door(url: str) -> tuple[str, str, int | None]:
+    """A storage URL's door as a sites document names it: (scheme, host, port with the scheme's default)."""
+    scheme, host, port, _ = url_parts(url)
+    return scheme, host, port
+
+
+def _under(path: str, base: str) -> bool:
+    return not base or path == base or path.startswith(base + "/")
+
+
+def experiment_served(*, named: Collection[int], of_site: Collection[int], experiment_id: int) -> bool:
+    """An endpoint serves the experiments it names, or naming none, all of its site's (`of_site`)."""
+    return experiment_id in (named or of_site)
+
+
+def endpoint_serves(*, endpoint: StorageEndpoint, experiment_id: int) -> bool:
+    """experiment_served for an endpoint row (prefetch `experiments` and `site__experiments` for many)."""
+    return experiment_served(
+        named={experiment.pk for experiment in endpoint.experiments.all()},
+        of_site={experiment.pk for experiment in endpoint.site.experiments.all()},
+        experiment_id=experiment_id,
+    )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    pk: int
+    site_id: int
+    scheme: str
+    path: str
+
+
+class EndpointIndex:
+    """The registry's storage endpoints in memory, matched by the rules of this module. `rows`: also the endpoint
+    rows with their sites and capacities, for `endpoint` and `site`."""
+
+    def __init__(self, endpoints: Iterable[tuple[int, int, str, Iterable[str]]], rows: dict[int, Any]) -> None:
+        self._doors: dict[tuple[str, int | None], list[_Entry]] = defaultdict(list)
+        self._hosts: dict[str, list[_Entry]] = defaultdict(list)
+        self._rses: dict[str, EndpointMatch] = {}
+        self._rows = rows
+        self._sites = {row.site_id: row.site for row in rows.values()}
+        self._served: dict[int, frozenset[int]] | None = None
+        self._site_experiments: dict[int, frozenset[int]] = {}
+        for pk, site_id, url, rses in endpoints:
+            scheme, host, port, path = url_parts(url)
+            entry = _Entry(pk=pk, site_id=site_id, scheme=scheme, path=path)
+            self._doors[(host, port)].append(entry)
+            self._hosts[host].append(entry)
+            for rse in rses:
+                self._rses[rse.upper()] = EndpointMatch(site_id, pk)
+        for entries in self._doors.values():
+            entries.sort(key=lambda entry: len(entry.path), reverse=True)  # the longest prefix is met first
+
+    @classmethod
+    def load(cls, *, host: str | None = None, rows: bool = False) -> EndpointIndex:
+        """The registry's endpoints (only `host`'s when given: all that can match a URL of that host)."""
+        endpoints = StorageEndpoint.objects.order_by("url")  # ties go the same way whatever is loaded
+        if host is not None:
+            endpoints = endpoints.filter(host=host.lower())
+        if not rows:
+            return cls(endpoints.values_list("pk", "site_id", "url", "rse_names"), {})
+        loaded = {endpoint.pk: endpoint for endpoint in endpoints.select_related("site", "site__capacity")}
+        return cls(((e.pk, e.site_id, e.url, e.rse_names) for e in loaded.values()), loaded)
+
+    @property
+    def hosts(self) -> set[str]:
+        """The hosts of the registered endpoints."""
+        return set(self._hosts)
+
+    def match(self, url: str, *, experiment_id: int | None = None, rse: Any = None) -> EndpointMatch | None:
+        """The site and endpoint of a storage URL (the module's rules), or None."""
+        if isinstance(rse, str) and rse:
+            found = self._rses.get(rse.upper())
+            if found is not None:
+                return found
+        scheme, host, port, path = url_parts(url)
+        door = self._doors.get((host, port))
+        if door is not None:
+            serving = self._serving(door, experiment_id)
+            for entry in serving:
+                if entry.scheme == scheme and _under(path, entry.path):
+                    return EndpointMatch(entry.site_id, entry.pk)
+            return _only_site(door, serving)
+        return self.host_match(host, experiment_id=experiment_id)
+
+    def host_match(self, host: str, *, experiment_id: int | None = None) -> EndpointMatch | None:
+        """The site of a host whose endpoints are all one site's, with its endpoint when it has one."""
+        entries = self._hosts.get(host.lower())
+        return _only_site(entries, self._serving(entries, experiment_id)) if entries else None
+
+    def endpoint(self, url: str, *, experiment_id: int | None = None) -> StorageEndpoint | None:
+        """The endpoint row a URL matched (an index loaded with rows)."""
+        return self.storage(url, experiment_id=experiment_id)[1]
+
+    def site(self, url: str, *, experiment_id: int | None = None) -> Site | None:
+        """The site a URL matched, with its capacity (an index loaded with rows)."""
+        return self.storage(url, experiment_id=experiment_id)[0]
+
+    def storage(self, url: str, *, experiment_id: int | None = None) -> tuple[Site | None, StorageEndpoint | None]:
+        """The site and endpoint rows a URL matched (an index loaded with rows)."""
+        found = self.match(url, experiment_id=experiment_id)
+        if found is None:
+            return None, None
+        endpoint = self._rows[found.endpoint_id] if found.endpoint_id is not None else None
+        return self._sites[found.site_id], endpoint
+
+    def _serving(self, entries: list[_Entry], experiment_id: int | None) -> list[_Entry]:
+        if experiment_id is None:
+            return entries
+        if self._served is None:
+            self._experiments_load()
+        assert self._served is not None
+        return [
+            entry
+            for entry in entries
+            if experiment_served(
+                named=self._served.get(entry.pk, frozenset()),
+                of_site=self._site_experiments.get(entry.site_id, frozenset()),
+                experiment_id=experiment_id,
+            )
+        ]
+
+    def _experiments_load(self) -> None:
+        pks = {entry.pk for entries in self._hosts.values() for entry in entries}
+        site_ids = {entry.site_id for entries in self._hosts.values() for entry in entries}
+        served: dict[int, set[int]] = defaultdict(set)
+        for pk, experiment_id in StorageEndpoint.experiments.through.objects.filter(
+            storageendpoint_id__in=pks
+        ).values_list("storageendpoint_id", "experiment_id"):
+            served[pk].add(experiment_id)
+        of_site: dict[int, set[int]] = defaultdict(set)
+        for site_id, experiment_id in Site.experiments.through.objects.filter(site_id__in=site_ids).values_list(
+            "site_id", "experiment_id"
+        ):
+            of_site[site_id].add(experiment_id)
+        self._served = {pk: frozenset(ids) for pk, ids in served.items()}
+        self._site_experiments = {site_id: frozenset(ids) for site_id, ids in of_site.items()}
+
+
+def _only_site(entries: list[_Entry], serving: list[_Entry]) -> EndpointMatch | None:
+    """The one site of these endpoints, with the one endpoint among them that serves, when there is one."""
+    site_id = entries[0].site_id
+    if any(entry.site_id != site_id for entry in entries):
+        return None
+    return EndpointMatch(site_id, serving[0].pk if len(serving) == 1 else None)
+
+
+def site_matcher() -> Callable[[str], Site | None]:
+    """site_for_url for many URLs: the endpoints (with site and capacity) read once, matched in memory."""
+    return EndpointIndex.load(rows=True).site
+
+
+def site_for_url(url: str, *, experiment_id: int | None = None) -> Site | None:
+    """The site (with its capacity) of one storage URL, reading only its host's endpoints."""
+    return storage_for_url(url, experiment_id=experiment_id)[0]
+
+
+def storage_for_url(url: str, *, experiment_id: int | None = None) -> tuple[Site | None, StorageEndpoint | None]:
+    """The site and endpoint of one storage URL (the module's rules), reading only its host's endpoints."""
+    return EndpointIndex.load(host=url_host(url), rows=True).storage(url, experiment_id=experiment_id)
