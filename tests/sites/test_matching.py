@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from sites.documents import SitesDocumentError
 from sites.matching import EndpointIndex, EndpointMatch, storage_for_url, url_parts
 from sites.models import Site, StorageEndpoint
+from sites.services import sites_import
 from tests.sites.factories import ExperimentFactory, SiteFactory, StorageEndpointFactory
 
 pytestmark = pytest.mark.django_db
@@ -195,3 +197,19 @@ def test_the_index_reads_the_experiments_only_when_a_match_asks_for_one(django_a
     with django_assert_num_queries(2):  # type: ignore[operator]
         index.match("root://se.example.org//data/file", experiment_id=atlas.pk)
         index.match("root://se.example.org//data/other", experiment_id=atlas.pk)
+
+
+def test_a_door_written_with_and_without_its_default_port_is_one_sites_door() -> None:
+    def site(name: str, url: str) -> dict[str, object]:
+        return {"name": name, "tier": 2, "country": "IT", "endpoints": [{"url": url}]}
+
+    document = {"sites": [site("A", "root://se.example.org//a"), site("B", "root://se.example.org:1094//b")]}
+    with pytest.raises(SitesDocumentError) as caught:
+        sites_import(document=document)
+
+    assert caught.value.errors == [
+        {
+            "place": "sites[1].endpoints[0].url",
+            "error": "this storage door is A's (sites[0].endpoints[0].url): a door has one site",
+        }
+    ]
