@@ -285,7 +285,8 @@ class _RseIndex:
     def rse(self, *, site: Site, kind: str, experiment_id: int) -> str | None:
         """The first RSE of an endpoint of this kind that serves the experiment (sites.matching.experiment_served),
         one that names it before one that serves all of its site's."""
-        named, general = [], []
+        named: list[StorageEndpoint] = []
+        general: list[StorageEndpoint] = []
         for endpoint in self._endpoints[(site.pk, kind)]:
             served = {experiment.pk for experiment in endpoint.experiments.all()}
             of_site = self._site_experiments[site.pk]

@@ -78,18 +78,27 @@ def _authority(prefix: str) -> tuple[str, str, int | None]:
         return "", "", None
 
 
+def _path_start(url: str) -> int:
+    """Where the path of a URL starts (-1: it has none); what comes before is `scheme://authority`."""
+    start = url.find("//")
+    return url.find("/", start + 2) if start >= 0 else -1
+
+
+def _path(url: str, start: int) -> str:
+    """The URL's path from `start`, without its query, fragment and slashes at either end."""
+    if start < 0:
+        return ""
+    path = url[start:]
+    for mark in "?#":
+        if mark in path:
+            path = path[: path.index(mark)]
+    return path.strip("/")
+
+
 def url_parts(url: str) -> UrlParts:
     """The scheme, host, port and path the matcher reads from a storage URL (its query and fragment dropped)."""
-    start = url.find("//")
-    end = url.find("/", start + 2) if start >= 0 else -1
-    if start < 0:
-        return UrlParts(*_authority(url), "")
-    path = "" if end < 0 else url[end:]
-    for mark in "?#":
-        cut = path.find(mark)
-        if cut >= 0:
-            path = path[:cut]
-    return UrlParts(*_authority(url if end < 0 else url[:end]), path.strip("/"))
+    start = _path_start(url)
+    return UrlParts(*_authority(url if start < 0 else url[:start]), _path(url, start))
 
 
 def url_host(url: str) -> str:
@@ -101,10 +110,6 @@ def url_door(url: str) -> tuple[str, str, int | None]:
     """A storage URL's door as a sites document names it: (scheme, host, port with the scheme's default)."""
     scheme, host, port, _ = url_parts(url)
     return scheme, host, port
-
-
-def _under(path: str, base: str) -> bool:
-    return not base or path == base or path.startswith(base + "/")
 
 
 def experiment_served(*, named: Collection[int], of_site: Collection[int], experiment_id: int) -> bool:
@@ -121,12 +126,22 @@ def endpoint_serves(*, endpoint: StorageEndpoint, experiment_id: int) -> bool:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Entry:
     pk: int
     site_id: int
     scheme: str
-    path: str
+    path: str  # without slashes at either end
+    match: EndpointMatch
+
+    def holds(self, path: str) -> bool:
+        """Whether this endpoint's path is a prefix of `path` by whole segments."""
+        return not self.path or path == self.path or (path.startswith(self.path) and path[len(self.path)] == "/")
+
+
+# A batch names a few doors thousands of times: what each door gives (for an experiment) is kept, up to this many
+# doors, as a stream of records could name many unknown ones.
+DOOR_MEMO_SIZE = 4096
 
 
 class EndpointIndex:
@@ -141,9 +156,10 @@ class EndpointIndex:
         self._sites = {row.site_id: row.site for row in rows.values()}
         self._served: dict[int, frozenset[int]] | None = None
         self._site_experiments: dict[int, frozenset[int]] = {}
+        self._door_memo: dict[tuple[str, int | None, int | None], tuple[list[_Entry], EndpointMatch | None]] = {}
         for pk, site_id, url, rses in endpoints:
             scheme, host, port, path = url_parts(url)
-            entry = _Entry(pk=pk, site_id=site_id, scheme=scheme, path=path)
+            entry = _Entry(pk=pk, site_id=site_id, scheme=scheme, path=path, match=EndpointMatch(site_id, pk))
             self._doors[(host, port)].append(entry)
             self._hosts[host].append(entry)
             for rse in rses:
@@ -173,15 +189,33 @@ class EndpointIndex:
             found = self._rses.get(rse.upper())
             if found is not None:
                 return found
-        scheme, host, port, path = url_parts(url)
-        door = self._doors.get((host, port))
-        if door is not None:
-            serving = self._serving(door, experiment_id)
-            for entry in serving:
-                if entry.scheme == scheme and _under(path, entry.path):
-                    return EndpointMatch(entry.site_id, entry.pk)
-            return _only_site(door, serving)
-        return self.host_match(host, experiment_id=experiment_id)
+        start = _path_start(url)
+        scheme, host, port = _authority(url if start < 0 else url[:start])
+        serving, otherwise = self._door(host, port, experiment_id)
+        if serving:
+            path = _path(url, start)
+            for entry in serving:  # the longest path first
+                if entry.scheme == scheme and entry.holds(path):
+                    return entry.match
+        return otherwise
+
+    def _door(
+        self, host: str, port: int | None, experiment_id: int | None
+    ) -> tuple[list[_Entry], EndpointMatch | None]:
+        """The endpoints of a door that serve the experiment, and what a URL there matches when no path does."""
+        key = (host, port, experiment_id)
+        found = self._door_memo.get(key)
+        if found is None:
+            door = self._doors.get((host, port))
+            if door is None:
+                found = ([], self.host_match(host, experiment_id=experiment_id))
+            else:
+                serving = self._serving(door, experiment_id)
+                found = (serving, _only_site(door, serving))
+            if len(self._door_memo) >= DOOR_MEMO_SIZE:
+                self._door_memo.clear()
+            self._door_memo[key] = found
+        return found
 
     def host_match(self, host: str, *, experiment_id: int | None = None) -> EndpointMatch | None:
         """The site of a host whose endpoints are all one site's, with its endpoint when it has one."""
