@@ -191,6 +191,8 @@ class EndpointIndex:
                 return found
         start = _path_start(url)
         scheme, host, port = _authority(url if start < 0 else url[:start])
+        if not scheme:  # not a URL, or its port is not a number
+            return None
         serving, otherwise = self._door(host, port, experiment_id)
         if serving:
             path = _path(url, start)

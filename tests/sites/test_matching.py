@@ -175,6 +175,7 @@ def test_an_unknown_host_matches_nothing() -> None:
 
 def test_a_url_with_a_port_that_is_not_a_number_matches_nothing() -> None:
     StorageEndpointFactory(url="root://se.example.org//data")
+    StorageEndpointFactory(url="file:///srv/site-a")  # the door of no host
 
     assert matched("root://se.example.org:x//data/file") == (None, None)
 
