@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from common.documents import is_number
-from sites.matching import experiment_served
+from sites.matching import experiments_served
 from sites.models import Site, StorageEndpoint
 
 from .choices import ActivityKind
@@ -283,14 +283,13 @@ class _RseIndex:
             self._site_experiments[site_id].add(experiment_id)
 
     def rse(self, *, site: Site, kind: str, experiment_id: int) -> str | None:
-        """The first RSE of an endpoint of this kind that serves the experiment (sites.matching.experiment_served),
+        """The first RSE of an endpoint of this kind that serves the experiment (sites.matching.experiments_served),
         one that names it before one that serves all of its site's."""
         named: list[StorageEndpoint] = []
         general: list[StorageEndpoint] = []
         for endpoint in self._endpoints[(site.pk, kind)]:
-            served = {experiment.pk for experiment in endpoint.experiments.all()}
-            of_site = self._site_experiments[site.pk]
-            if experiment_served(named=served, of_site=of_site, experiment_id=experiment_id):
+            served = [experiment.pk for experiment in endpoint.experiments.all()]
+            if experiment_id in experiments_served(named=served, of_site=self._site_experiments[site.pk]):
                 (named if served else general).append(endpoint)
         chosen = (named or general)[:1]
         return chosen[0].rse_names[0] if chosen else None

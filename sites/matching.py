@@ -14,21 +14,24 @@ The rules, in order:
    on one machine) decides nothing.
 
 With an experiment, the endpoints that do not serve it are passed over (an endpoint serves the experiments it names,
-or naming none, all of its site's: `experiment_served`); the site is still the door's or the host's.
+or naming none, all of its site's: `experiments_served`); the site is still the door's or the host's.
 
-`EndpointIndex` is the registry's endpoints in memory, read once (one query; two more for the experiments, on the
-first match that gives one): ingestion matches a whole batch with one, pages a whole list of runs.
+`EndpointIndex` is the registry's endpoints in memory with the experiments they serve, read once (one query):
+ingestion matches a whole batch with one, pages a whole list of runs.
 `storage_for_url` and `site_for_url` read only the URL's host's endpoints, for one URL.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
+
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Q
 
 from .models import Site, StorageEndpoint
 
@@ -112,17 +115,16 @@ def url_door(url: str) -> tuple[str, str, int | None]:
     return scheme, host, port
 
 
-def experiment_served(*, named: Collection[int], of_site: Collection[int], experiment_id: int) -> bool:
-    """An endpoint serves the experiments it names, or naming none, all of its site's (`of_site`)."""
-    return experiment_id in (named or of_site)
+def experiments_served(*, named: Iterable[int] | None, of_site: Iterable[int] | None) -> frozenset[int]:
+    """The experiments an endpoint serves: those it names, or naming none, all of its site's (`of_site`)."""
+    return frozenset(named or of_site or ())
 
 
 def endpoint_serves(*, endpoint: StorageEndpoint, experiment_id: int) -> bool:
-    """experiment_served for an endpoint row (prefetch `experiments` and `site__experiments` for many)."""
-    return experiment_served(
-        named={experiment.pk for experiment in endpoint.experiments.all()},
-        of_site={experiment.pk for experiment in endpoint.site.experiments.all()},
-        experiment_id=experiment_id,
+    """Whether an endpoint row serves the experiment (prefetch `experiments` and `site__experiments` for many)."""
+    return experiment_id in experiments_served(
+        named=[experiment.pk for experiment in endpoint.experiments.all()],
+        of_site=[experiment.pk for experiment in endpoint.site.experiments.all()],
     )
 
 
@@ -133,11 +135,15 @@ class _Entry:
     scheme: str
     path: str  # without slashes at either end
     match: EndpointMatch
+    experiments: frozenset[int]  # those it serves (experiments_served)
 
     def holds(self, path: str) -> bool:
         """Whether this endpoint's path is a prefix of `path` by whole segments."""
         return not self.path or path == self.path or (path.startswith(self.path) and path[len(self.path)] == "/")
 
+
+# (pk, site id, URL, RSE names, the experiments it names, its site's experiments): what the index is made of.
+_EndpointRow = tuple[int, int, str, Iterable[str], Iterable[int] | None, Iterable[int] | None]
 
 # A batch names a few doors thousands of times: what each door gives (for an experiment) is kept, up to this many
 # doors, as a stream of records could name many unknown ones.
@@ -148,18 +154,17 @@ class EndpointIndex:
     """The registry's storage endpoints in memory, matched by the rules of this module. `rows`: also the endpoint
     rows with their sites and capacities, for `endpoint` and `site`."""
 
-    def __init__(self, endpoints: Iterable[tuple[int, int, str, Iterable[str]]], rows: dict[int, Any]) -> None:
+    def __init__(self, endpoints: Iterable[_EndpointRow], rows: dict[int, Any]) -> None:
         self._doors: dict[tuple[str, int | None], list[_Entry]] = defaultdict(list)
         self._hosts: dict[str, list[_Entry]] = defaultdict(list)
         self._rses: dict[str, EndpointMatch] = {}
         self._rows = rows
         self._sites = {row.site_id: row.site for row in rows.values()}
-        self._served: dict[int, frozenset[int]] | None = None
-        self._site_experiments: dict[int, frozenset[int]] = {}
         self._door_memo: dict[tuple[str, int | None, int | None], tuple[list[_Entry], EndpointMatch | None]] = {}
-        for pk, site_id, url, rses in endpoints:
+        for pk, site_id, url, rses, named, of_site in endpoints:
             scheme, host, port, path = url_parts(url)
-            entry = _Entry(pk=pk, site_id=site_id, scheme=scheme, path=path, match=EndpointMatch(site_id, pk))
+            served = experiments_served(named=named, of_site=of_site)
+            entry = _Entry(pk, site_id, scheme, path, EndpointMatch(site_id, pk), served)
             self._doors[(host, port)].append(entry)
             self._hosts[host].append(entry)
             for rse in rses:
@@ -169,14 +174,18 @@ class EndpointIndex:
 
     @classmethod
     def load(cls, *, host: str | None = None, rows: bool = False) -> EndpointIndex:
-        """The registry's endpoints (only `host`'s when given: all that can match a URL of that host)."""
-        endpoints = StorageEndpoint.objects.order_by("url")  # ties go the same way whatever is loaded
+        """The registry's endpoints (only `host`'s when given: all that can match a URL of that host) with the
+        experiments they and their sites serve, in one query."""
+        endpoints = StorageEndpoint.objects.order_by("url").annotate(  # ties go the same way whatever is loaded
+            named=ArrayAgg("experiments", distinct=True, filter=Q(experiments__isnull=False)),
+            of_site=ArrayAgg("site__experiments", distinct=True, filter=Q(site__experiments__isnull=False)),
+        )
         if host is not None:
             endpoints = endpoints.filter(host=host.lower())
         if not rows:
-            return cls(endpoints.values_list("pk", "site_id", "url", "rse_names"), {})
+            return cls(endpoints.values_list("pk", "site_id", "url", "rse_names", "named", "of_site"), {})
         loaded = {endpoint.pk: endpoint for endpoint in endpoints.select_related("site", "site__capacity")}
-        return cls(((e.pk, e.site_id, e.url, e.rse_names) for e in loaded.values()), loaded)
+        return cls(((e.pk, e.site_id, e.url, e.rse_names, e.named, e.of_site) for e in loaded.values()), loaded)
 
     @property
     def hosts(self) -> set[str]:
@@ -240,37 +249,11 @@ class EndpointIndex:
         endpoint = self._rows[found.endpoint_id] if found.endpoint_id is not None else None
         return self._sites[found.site_id], endpoint
 
-    def _serving(self, entries: list[_Entry], experiment_id: int | None) -> list[_Entry]:
+    @staticmethod
+    def _serving(entries: list[_Entry], experiment_id: int | None) -> list[_Entry]:
         if experiment_id is None:
             return entries
-        if self._served is None:
-            self._experiments_load()
-        assert self._served is not None
-        return [
-            entry
-            for entry in entries
-            if experiment_served(
-                named=self._served.get(entry.pk, frozenset()),
-                of_site=self._site_experiments.get(entry.site_id, frozenset()),
-                experiment_id=experiment_id,
-            )
-        ]
-
-    def _experiments_load(self) -> None:
-        pks = {entry.pk for entries in self._hosts.values() for entry in entries}
-        site_ids = {entry.site_id for entries in self._hosts.values() for entry in entries}
-        served: dict[int, set[int]] = defaultdict(set)
-        for pk, experiment_id in StorageEndpoint.experiments.through.objects.filter(
-            storageendpoint_id__in=pks
-        ).values_list("storageendpoint_id", "experiment_id"):
-            served[pk].add(experiment_id)
-        of_site: dict[int, set[int]] = defaultdict(set)
-        for site_id, experiment_id in Site.experiments.through.objects.filter(site_id__in=site_ids).values_list(
-            "site_id", "experiment_id"
-        ):
-            of_site[site_id].add(experiment_id)
-        self._served = {pk: frozenset(ids) for pk, ids in served.items()}
-        self._site_experiments = {site_id: frozenset(ids) for site_id, ids in of_site.items()}
+        return [entry for entry in entries if experiment_id in entry.experiments]
 
 
 def _only_site(entries: list[_Entry], serving: list[_Entry]) -> EndpointMatch | None:

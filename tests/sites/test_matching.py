@@ -189,15 +189,16 @@ def test_an_rse_name_decides_before_the_url_in_any_case() -> None:
     assert found == EndpointMatch(named.site_id, named.pk)
 
 
-def test_the_index_reads_the_experiments_only_when_a_match_asks_for_one(django_assert_num_queries: object) -> None:
-    atlas = ExperimentFactory(name="ATLAS")
-    StorageEndpointFactory(url="root://se.example.org//data", site=SiteFactory(experiments=[atlas]))
+def test_the_index_is_read_with_the_experiments_in_one_query(django_assert_num_queries: object) -> None:
+    atlas, cms = ExperimentFactory(name="ATLAS"), ExperimentFactory(name="CMS")
+    site = SiteFactory(experiments=[atlas, cms])
+    for number in range(3):
+        StorageEndpointFactory(url=f"root://se{number}.example.org//data", site=site, experiments=[atlas, cms])
     with django_assert_num_queries(1):  # type: ignore[operator]
-        index = EndpointIndex.load()
-        index.match("root://se.example.org//data/file")
-    with django_assert_num_queries(2):  # type: ignore[operator]
-        index.match("root://se.example.org//data/file", experiment_id=atlas.pk)
-        index.match("root://se.example.org//data/other", experiment_id=atlas.pk)
+        index = EndpointIndex.load(rows=True)
+        found = [index.site(f"root://se{n}.example.org//data/f", experiment_id=cms.pk) for n in range(3)]
+
+    assert found == [site] * 3
 
 
 def test_a_door_written_with_and_without_its_default_port_is_one_sites_door() -> None:
