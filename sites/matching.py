@@ -152,7 +152,7 @@ DOOR_MEMO_SIZE = 4096
 
 class EndpointIndex:
     """The registry's storage endpoints in memory, matched by the rules of this module. `rows`: also the endpoint
-    rows with their sites and capacities, for `endpoint` and `site`."""
+    rows with their sites and capacities, for `storage` and `site`."""
 
     def __init__(self, endpoints: Iterable[_EndpointRow], rows: dict[int, Any]) -> None:
         self._doors: dict[tuple[str, int | None], list[_Entry]] = defaultdict(list)
@@ -232,10 +232,6 @@ class EndpointIndex:
         """The site of a host whose endpoints are all one site's, with its endpoint when it has one."""
         entries = self._hosts.get(host.lower())
         return _only_site(entries, self._serving(entries, experiment_id)) if entries else None
-
-    def endpoint(self, url: str, *, experiment_id: int | None = None) -> StorageEndpoint | None:
-        """The endpoint row a URL matched (an index loaded with rows)."""
-        return self.storage(url, experiment_id=experiment_id)[1]
 
     def site(self, url: str, *, experiment_id: int | None = None) -> Site | None:
         """The site a URL matched, with its capacity (an index loaded with rows)."""
