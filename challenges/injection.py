@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from common.documents import is_number
+from sites.matching import experiments_served
 from sites.models import Site, StorageEndpoint
 
 from . import validation
@@ -293,15 +294,14 @@ class _RseIndex:
             self._site_experiments[site_id].add(experiment_id)
 
     def rse(self, *, site: Site, kind: str, experiment_id: int) -> str | None:
-        """The first RSE of an endpoint of this kind that names the experiment, else of one that serves all of its
-        site's experiments (when the site serves this one)."""
-        named, general = [], []
+        """The first RSE of an endpoint of this kind that serves the experiment (sites.matching.experiments_served),
+        one that names it before one that serves all of its site's."""
+        named: list[StorageEndpoint] = []
+        general: list[StorageEndpoint] = []
         for endpoint in self._endpoints[(site.pk, kind)]:
-            served = {experiment.pk for experiment in endpoint.experiments.all()}
-            if experiment_id in served:
-                named.append(endpoint)
-            elif not served and experiment_id in self._site_experiments[site.pk]:
-                general.append(endpoint)
+            served = [experiment.pk for experiment in endpoint.experiments.all()]
+            if experiment_id in experiments_served(named=served, of_site=self._site_experiments[site.pk]):
+                (named if served else general).append(endpoint)
         chosen = (named or general)[:1]
         return chosen[0].rse_names[0] if chosen else None
 

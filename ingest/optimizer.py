@@ -23,11 +23,12 @@ from typing import Any
 from results.choices import Origin
 from results.services import optimizer_decisions_store
 from results.store.rows import DecisionRow
+from sites.matching import url_host
 from sites.models import Site
 
 from .errors import ItemError
 from .parsers import _epoch_ms, _iso
-from .registry import Registry, url_authority
+from .registry import Registry
 
 SE_LENGTH = 512  # OptimizerDecision.source_se, dest_se
 HOST_LENGTH = 255
@@ -75,7 +76,7 @@ def _storage_element(item: Mapping[str, Any], name: str) -> tuple[str, str]:
         raise ItemError(f"{name}: contains a NUL character")
     if len(value) > SE_LENGTH:
         raise ItemError(f"{name}: {len(value)} characters (at most {SE_LENGTH})")
-    host = url_authority(value)[0]
+    host = url_host(value)
     if not host:
         raise ItemError(f"{name}: no host in {value!r} (a storage element such as davs://host)")
     if len(host) > HOST_LENGTH:

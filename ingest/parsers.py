@@ -23,9 +23,10 @@ import orjson
 from results.choices import Origin, RecordState
 from results.models import ERROR_MESSAGE_LENGTH, URL_LENGTH
 from results.store.rows import RecordRow
+from sites.matching import url_host
 
 from .errors import ItemError, Skip
-from .registry import Registry, SiteMatch, address_host, url_authority
+from .registry import Registry, SiteMatch, address_host
 from .times import duration_check, end_check, order_check, seconds_check
 
 __all__ = ["FORMATS", "ItemError", "Registry", "Skip", "parse_fts", "parse_perfsonar", "parse_rucio"]
@@ -257,9 +258,11 @@ def parse_fts(item: Mapping[str, Any], registry: Registry) -> RecordRow:
     error_message = _text(item, "t__error_message") if state != OK else ""
     origin_id = _origin_id(tr_id if state == OK or retry is None else f"{tr_id}#{retry}")
     transfer_key = _transfer_key(request_id, job_id) if request_id and job_id and last_try else ""
-    source_host, source_site, source_endpoint = registry.storage_of_url(source_url, metadata.get("src_rse"))
+    source_host, source_site, source_endpoint = registry.storage_of_url(
+        source_url, metadata.get("src_rse"), experiment_id=experiment
+    )
     destination_host, destination_site, destination_endpoint = registry.storage_of_url(
-        destination_url, metadata.get("dst_rse")
+        destination_url, metadata.get("dst_rse"), experiment_id=experiment
     )
     _fts_storable_check(
         origin_id=origin_id,
@@ -429,8 +432,8 @@ def parse_rucio(item: Mapping[str, Any], registry: Registry, *, default_experime
         "experiment_id": experiment,
         "source_url": source_url,
         "destination_url": destination_url,
-        "source_host": url_authority(source_url)[0] if source_url else "",
-        "destination_host": url_authority(destination_url)[0] if destination_url else "",
+        "source_host": url_host(source_url) if source_url else "",
+        "destination_host": url_host(destination_url) if destination_url else "",
         "bytes": _byte_count(size, "bytes"),
         "start": start,
         "end": end,
@@ -441,8 +444,8 @@ def parse_rucio(item: Mapping[str, Any], registry: Registry, *, default_experime
         "transfer_key": _transfer_key(request_id, transfer_id) if transfer_id else "",
         "ddm_activity": _ddm_activity(payload.get("activity"), "payload.activity"),
     }
-    _matched(values, "source", registry.storage(source_url, payload.get("src-rse")))
-    _matched(values, "destination", registry.storage(destination_url, payload.get("dst-rse")))
+    _matched(values, "source", registry.storage(source_url, payload.get("src-rse"), experiment_id=experiment))
+    _matched(values, "destination", registry.storage(destination_url, payload.get("dst-rse"), experiment_id=experiment))
     return record_new(values, RUCIO_NAMES if payload.get("transferred_at") else RUCIO_CREATED_NAMES)
 
 

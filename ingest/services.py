@@ -154,7 +154,8 @@ class AttachSummary:
 
 
 _UNMATCHED = """
-SELECT id, origin, source_url, source_host, source_site_id, destination_url, destination_host, destination_site_id
+SELECT id, origin, experiment_id, source_url, source_host, source_site_id, destination_url, destination_host,
+       destination_site_id
 FROM results_transferrecord
 WHERE (source_site_id IS NULL AND source_host = ANY(%(hosts)s))
    OR (destination_site_id IS NULL AND destination_host = ANY(%(hosts)s))
@@ -172,7 +173,7 @@ WHERE EXISTS (SELECT 1 FROM results_transferrecord WHERE source_site_id IS NULL 
 def _registered_unmatched_hosts(registry: Registry) -> list[str]:
     """Hosts the registry knows that records without a site still name: one probe of the partial indexes of
     unmatched records per registered host, cheap enough for every minute."""
-    known = {host for host, _port in registry.by_host_port} | set(registry.network)
+    known = registry.endpoints.hosts | set(registry.network)
     with connection.cursor() as cursor:
         cursor.execute(_REGISTERED_UNMATCHED, [sorted(known)])
         return [row[0] for row in cursor.fetchall()]
@@ -191,12 +192,12 @@ def records_attach(*, registry: Registry | None = None) -> AttachSummary:
         cursor.execute(_UNMATCHED, {"hosts": hosts})
         moves: list[tuple[int, int | None, int | None, int | None, int | None]] = []
         attached_hosts: set[str] = set()
-        for pk, origin, src_url, src_host, src_site, dst_url, dst_host, dst_site in cursor.fetchall():
+        for pk, origin, experiment, src_url, src_host, src_site, dst_url, dst_host, dst_site in cursor.fetchall():
             source = destination = None
             if src_site is None and src_host:
-                source = _site_of(registry, origin, src_url, src_host)
+                source = _site_of(registry, origin, experiment, src_url, src_host)
             if dst_site is None and dst_host:
-                destination = _site_of(registry, origin, dst_url, dst_host)
+                destination = _site_of(registry, origin, experiment, dst_url, dst_host)
             if source is None and destination is None:
                 continue
             attached_hosts.update(host for host, match in ((src_host, source), (dst_host, destination)) if match)
@@ -230,11 +231,16 @@ def records_attach(*, registry: Registry | None = None) -> AttachSummary:
     return AttachSummary(records=len(moves), hosts=sorted(attached_hosts))
 
 
-def _site_of(registry: Registry, origin: str, url: str, host: str) -> tuple[int, int | None] | None:
+def _site_of(
+    registry: Registry, origin: str, experiment: int | None, url: str, host: str
+) -> tuple[int, int | None] | None:
+    """What a record's URL (or host) matches now, as it would have when it arrived (sites.matching)."""
     if origin == "perfsonar":
         site = registry.network_site(host)
         return None if site is None else (site, None)
-    return registry.storage(url) if url else registry.by_host.get(host)
+    if url:
+        return registry.storage(url, experiment_id=experiment)
+    return registry.endpoints.host_match(host, experiment_id=experiment)
 
 
 def ingest_lines(

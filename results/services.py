@@ -13,16 +13,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache, lru_cache
+from functools import cache
 from operator import attrgetter
 from typing import Protocol
-from urllib.parse import urlsplit
 
 import psycopg.errors
 from django.db import OperationalError, connection, transaction
 
+from sites.matching import storage_for_url, url_host
 from sites.models import NetworkHost
-from sites.selectors import endpoint_for_url
 
 from .choices import Origin
 from .failures.causes import failure_categorize_records, failure_categorize_rows
@@ -32,25 +31,6 @@ from .store.keys import batch_claim_sql
 from .store.partitions import partitions_for_ends
 from .store.rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
 from .store.rows import DecisionRow, RecordRow
-
-
-@lru_cache(maxsize=4096)
-def _authority_host(authority: str) -> str:
-    try:
-        return (urlsplit(authority).hostname or "").lower()
-    except ValueError:
-        return ""
-
-
-def url_host(url: str) -> str:
-    """The host name of a storage URL, lower case ("" when it has none)."""
-    # URLs of one storage share their scheme://host:port prefix: parse that once.
-    start = url.find("//")
-    if start < 0:
-        return _authority_host(url)
-    end = url.find("/", start + 2)
-    return _authority_host(url if end < 0 else url[:end])
-
 
 # Every stored column but the id, in the model's order (RecordRow's).
 _RECORD_FIELDS = [field for field in TransferRecord._meta.concrete_fields if not field.primary_key]
@@ -108,14 +88,15 @@ def probe_record_new(
     attempt: int,
 ) -> TransferRecord:
     """The transfer record of one file a portal run moved (or failed to): its endpoints and sites matched from the
-    URLs, its bytes counted only when it succeeded, over its real start and end, for the run's activity (None: an
-    ad hoc run, which counts for no activity). Not stored: give it to records_store."""
-    source = endpoint_for_url(outcome.source_url)
-    destination = endpoint_for_url(outcome.destination_url)
+    URLs (sites.matching, for the run's experiment), its bytes counted only when it succeeded, over its real start
+    and end, for the run's activity (None: an ad hoc run, which counts for no activity). Not stored: give it to
+    records_store."""
+    source_site, source = storage_for_url(outcome.source_url, experiment_id=experiment_id)
+    destination_site, destination = storage_for_url(outcome.destination_url, experiment_id=experiment_id)
     return TransferRecord(
         experiment_id=experiment_id,
-        source_site=source.site if source else None,
-        destination_site=destination.site if destination else None,
+        source_site=source_site,
+        destination_site=destination_site,
         source_endpoint=source,
         destination_endpoint=destination,
         source_url=outcome.source_url,

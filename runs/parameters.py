@@ -17,8 +17,8 @@ from django.db.models import Q
 from challenges.choices import ActivityKind
 from challenges.models import Activity
 from common.units import is_whole_number
+from sites.matching import endpoint_serves, storage_for_url
 from sites.models import Experiment, Site, StorageEndpoint
-from sites.selectors import endpoint_for_url
 
 from .choices import FileState
 from .dispatch import worker_schemes
@@ -111,9 +111,25 @@ def _url(problems: _Problems, field: str, value: Any) -> str | None:
     return value
 
 
-def _pick_endpoint(site: Site, *, prefer: Sequence[str], kind: str = "disk") -> StorageEndpoint | None:
-    """The site's endpoint of this kind (disk, tape) that the workers speak, in the order of schemes `prefer`."""
-    endpoints = [e for e in site.endpoints.all() if e.kind == kind and e.scheme in worker_schemes()]
+def _serving(endpoints: Sequence[StorageEndpoint], experiment: Experiment | None) -> list[StorageEndpoint]:
+    """The endpoints that serve the run's experiment (sites.matching: those naming it, or naming none, their
+    site's); all of them for a run of no experiment."""
+    if experiment is None:
+        return list(endpoints)
+    return [endpoint for endpoint in endpoints if endpoint_serves(endpoint=endpoint, experiment_id=experiment.pk)]
+
+
+def _serving_note(experiment: Experiment | None) -> str:
+    return f" serving {experiment}" if experiment is not None else ""
+
+
+def _pick_endpoint(
+    site: Site, *, prefer: Sequence[str], kind: str = "disk", experiment: Experiment | None = None
+) -> StorageEndpoint | None:
+    """The site's endpoint of this kind (disk, tape) that serves the experiment and that the workers speak, in the
+    order of schemes `prefer`."""
+    spoken = [e for e in site.endpoints.all() if e.kind == kind and e.scheme in worker_schemes()]
+    endpoints = _serving(spoken, experiment)
     for scheme in prefer:
         for endpoint in endpoints:
             if endpoint.scheme == scheme:
@@ -150,15 +166,19 @@ def _copy_mode_problem(copy_mode: str, files: Sequence[tuple[str, str, int]]) ->
     return ""
 
 
-def _activity_transfer_defaults(activity: Activity, copy_mode: str, problems: _Problems) -> dict[str, Any]:
-    """source and destinations of an activity: its source site's endpoint and its targets' sites' endpoints."""
+def _activity_transfer_defaults(
+    activity: Activity, copy_mode: str, problems: _Problems, experiment: Experiment | None
+) -> dict[str, Any]:
+    """source and destinations of an activity: its source site's endpoint and its targets' sites' endpoints, those
+    that serve the run's experiment."""
     defaults: dict[str, Any] = {}
     prefer = _scheme_preference(copy_mode)
     if activity.source is None:
         return defaults
-    source = _pick_endpoint(activity.source, prefer=prefer)
+    serving = _serving_note(experiment)
+    source = _pick_endpoint(activity.source, prefer=prefer, experiment=experiment)
     if source is None:
-        problems.add("source", f"the source site {activity.source} has no disk endpoint the workers can speak")
+        problems.add("source", f"the source site {activity.source} has no disk endpoint{serving} the workers can speak")
         return defaults
     defaults["source"] = source.url
     destinations: list[str] = []
@@ -167,9 +187,9 @@ def _activity_transfer_defaults(activity: Activity, copy_mode: str, problems: _P
         if site is None or site.pk == activity.source_id:
             continue
         kind = "tape" if activity.kind == ActivityKind.TAPE_WRITE else "disk"
-        endpoint = _pick_endpoint(site, prefer=(source.scheme, *prefer), kind=kind)
+        endpoint = _pick_endpoint(site, prefer=(source.scheme, *prefer), kind=kind, experiment=experiment)
         if endpoint is None:
-            problems.add("destinations", f"{site} has no {kind} endpoint the workers can speak")
+            problems.add("destinations", f"{site} has no {kind} endpoint{serving} the workers can speak")
         elif endpoint.url not in destinations:
             destinations.append(endpoint.url)
     if destinations:
@@ -188,7 +208,9 @@ class RunPlan:
     deadline_seconds: float
 
 
-def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], problems: _Problems) -> RunPlan:
+def _transfer_plan(
+    kind: str, activity: Activity | None, given: dict[str, Any], problems: _Problems, experiment: Experiment | None
+) -> RunPlan:
     copy_mode = given.get("copy_mode", activity.copy_mode if activity else "") or ""
     if copy_mode not in ("", *TRANSFER_MODES):
         problems.add("copy_mode", f"copy_mode must be one of {', '.join(TRANSFER_MODES)} or blank, not {copy_mode!r}")
@@ -201,7 +223,7 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
             "concurrency": activity.concurrency,
         }
         if "source" not in given or "destinations" not in given:
-            defaults.update(_activity_transfer_defaults(activity, copy_mode, problems))
+            defaults.update(_activity_transfer_defaults(activity, copy_mode, problems, experiment))
     merged = {**defaults, **{k: v for k, v in given.items() if v is not None}}
     streams = _integer(problems, merged, "streams", 1, low=1, high=64)
     concurrency = _integer(problems, merged, "concurrency", 10, low=1, high=1000)
@@ -238,13 +260,13 @@ def _transfer_plan(kind: str, activity: Activity | None, given: dict[str, Any], 
             file_size=file_size,
             file_count=len(files),
         )
-    source_endpoint = endpoint_for_url(source_url) if source_url else None
+    source_site = _site_of_url(source_url, experiment) if source_url else None
     rounds = math.ceil(len(files) / concurrency) if files and concurrency else 1
     return RunPlan(
         parameters=parameters,
         files=files,
-        site=source_endpoint.site if source_endpoint else (activity.source if activity else None),
-        experiment=None,
+        site=source_site or (activity.source if activity else None),
+        experiment=experiment,
         deadline_seconds=rounds * timeouts["timeout"] * 2 + 600,
     )
 
@@ -340,8 +362,12 @@ def _activity_sites(activity: Activity) -> list[Site]:
     return sites
 
 
+def _site_of_url(url: str, experiment: Experiment | None) -> Site | None:
+    return storage_for_url(url, experiment_id=experiment.pk if experiment else None)[0]
+
+
 def _activity_probe_defaults(
-    kind: str, activity: Activity, given: dict[str, Any], problems: _Problems
+    kind: str, activity: Activity, given: dict[str, Any], problems: _Problems, experiment: Experiment | None
 ) -> dict[str, Any]:
     """What a staging, network or io activity's run takes from the plan when it is not given, so that Run on the
     clock and auto-run work without typing URLs: network, the first of its sites' network hosts; io, a disk
@@ -361,26 +387,38 @@ def _activity_probe_defaults(
         if is_whole_number(port):
             defaults["port"] = int(port)
     elif kind == ActivityKind.IO:
-        endpoints = [e for site in sites if (e := _pick_endpoint(site, prefer=("root", "davs", "https")))]
+        prefer = ("root", "davs", "https")
+        endpoints = [e for site in sites if (e := _pick_endpoint(site, prefer=prefer, experiment=experiment))]
         if not endpoints:
-            problems.add("endpoint", f"none of the activity's sites ({names}) has a disk endpoint: give endpoint")
+            serving = _serving_note(experiment)
+            problems.add(
+                "endpoint", f"none of the activity's sites ({names}) has a disk endpoint{serving}: give endpoint"
+            )
             return defaults
         defaults["endpoint"] = endpoints[0].url
     elif kind == ActivityKind.STAGING:
-        defaults.update(_recall_defaults(activity, sites, names, given, problems))
+        defaults.update(_recall_defaults(activity, sites, names, given, problems, experiment=experiment))
     return defaults
 
 
 def _recall_defaults(
-    activity: Activity, sites: list[Site], names: str, given: dict[str, Any], problems: _Problems
+    activity: Activity,
+    sites: list[Site],
+    names: str,
+    given: dict[str, Any],
+    problems: _Problems,
+    *,
+    experiment: Experiment | None,
 ) -> dict[str, Any]:
     """The files an A-DT run recalls: those the tape-write (DT) runs of this challenge and this experiment wrote
     to the tape of its sites, newest first, up to the activity's file count, or those of one DT run
     (`recall_run`); each through the tape endpoint the run names (`endpoint`), else the site's Tape REST door
     (davs/https), else its root:// prepare door, whatever door wrote it (the same tape behind every door)."""
-    tape = [e for site in sites for e in site.endpoints.all() if e.kind == "tape" and e.scheme in worker_schemes()]
+    spoken = [e for site in sites for e in site.endpoints.all() if e.kind == "tape" and e.scheme in worker_schemes()]
+    tape = _serving(spoken, experiment)
     if not tape:
-        problems.add("urls", f"none of the activity's sites ({names}) has a tape endpoint: give urls")
+        serving = _serving_note(experiment)
+        problems.add("urls", f"none of the activity's sites ({names}) has a tape endpoint{serving}: give urls")
         return {}
     wanted = given.get("endpoint")
     if wanted is not None:
@@ -440,14 +478,16 @@ def _starts_with_any(field: str, prefixes: Sequence[str]) -> Q:
     return condition
 
 
-def _probe_plan(kind: str, activity: Activity | None, given: dict[str, Any], problems: _Problems) -> RunPlan:
+def _probe_plan(
+    kind: str, activity: Activity | None, given: dict[str, Any], problems: _Problems, experiment: Experiment | None
+) -> RunPlan:
     """Parameters of the one-task kinds (staging, network, cache, io), checked for type and range; an activity's
     run takes what is not given from the plan (`_activity_probe_defaults`)."""
     needs: dict[str, str] = {ActivityKind.NETWORK: "host", ActivityKind.IO: "endpoint", ActivityKind.STAGING: "urls"}
     wanted = needs.get(kind, "")
     why_missing: list[str] = []  # why the plan could not give it: said instead of the generic "required"
     if activity is not None and wanted and given.get(wanted) is None:
-        given = {**_activity_probe_defaults(kind, activity, given, problems), **given}
+        given = {**_activity_probe_defaults(kind, activity, given, problems, experiment), **given}
         given = {name: value for name, value in given.items() if value is not None}
         why_missing = list(problems.errors.get(wanted, []))
     parameters: dict[str, Any] = {}
@@ -470,8 +510,8 @@ def _probe_plan(kind: str, activity: Activity | None, given: dict[str, Any], pro
             if given.get(name) is not None:
                 parameters[name] = given[name]
         deadline = (parameters["timeout"] or 3600) + 600
-        if urls and isinstance(urls[0], str) and (endpoint := endpoint_for_url(urls[0])):
-            site = endpoint.site
+        if urls and isinstance(urls[0], str):
+            site = _site_of_url(urls[0], experiment) or site
     elif kind == ActivityKind.NETWORK:
         host = given.get("host")
         if not isinstance(host, str) or not host.strip():
@@ -497,13 +537,13 @@ def _probe_plan(kind: str, activity: Activity | None, given: dict[str, Any], pro
         default_size = activity.file_size if activity else None
         parameters["file_size"] = _integer(problems, given, "file_size", default_size, low=1, high=10**12)
         parameters["timeout"] = _integer(problems, given, "timeout", 300, low=1, high=86400)
-        if isinstance(parameters["endpoint"], str) and (endpoint := endpoint_for_url(parameters["endpoint"])):
-            site = endpoint.site
+        if isinstance(parameters["endpoint"], str):
+            site = _site_of_url(parameters["endpoint"], experiment) or site
     else:
         problems.add("kind", f"runs of kind {kind} are not supported yet")
     if why_missing:
         problems.errors[wanted] = why_missing
-    return RunPlan(parameters=parameters, files=[], site=site, experiment=None, deadline_seconds=deadline)
+    return RunPlan(parameters=parameters, files=[], site=site, experiment=experiment, deadline_seconds=deadline)
 
 
 def run_plan(kind: str, activity: Activity | None, parameters: dict[str, Any]) -> RunPlan:
@@ -512,16 +552,16 @@ def run_plan(kind: str, activity: Activity | None, parameters: dict[str, Any]) -
     allowed = KIND_PARAMETERS.get(kind, set()) | COMMON_PARAMETERS
     for name in sorted(set(parameters) - allowed):
         problems.add("parameters", f"unknown parameter {name!r} for a {kind} run (known: {', '.join(sorted(allowed))})")
-    if kind in TRANSFER_KINDS:
-        plan = _transfer_plan(kind, activity, parameters, problems)
-    else:
-        plan = _probe_plan(kind, activity, parameters, problems)
+    # The experiment first: it decides which endpoints the plan may pick (those that serve it).
     experiment = activity.experiment if activity else None
     if "experiment" in parameters:
         experiment = Experiment.objects.filter(name__iexact=str(parameters["experiment"])).first()
         if experiment is None:
             problems.add("experiment", f"no experiment named {parameters['experiment']!r}")
-    plan.experiment = experiment
+    if kind in TRANSFER_KINDS:
+        plan = _transfer_plan(kind, activity, parameters, problems, experiment)
+    else:
+        plan = _probe_plan(kind, activity, parameters, problems, experiment)
     if "max_duration" in parameters:
         seconds = _integer(problems, parameters, "max_duration", None, low=1, high=30 * 86400)
         plan.deadline_seconds = float(seconds or plan.deadline_seconds)

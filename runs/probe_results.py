@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from challenges.choices import ActivityKind
-from sites.models import StorageEndpoint
-from sites.selectors import endpoint_for_url
+from sites.matching import site_for_url
+from sites.models import Site
 
 from .models import Run
 
@@ -87,12 +87,12 @@ def staging_results(summary: dict[str, Any], *, tape_limit: float | None = None)
     }
 
 
-def staging_tape_limit(run: Run, match: Callable[[str], StorageEndpoint | None] = endpoint_for_url) -> float | None:
+def staging_tape_limit(run: Run, match: Callable[[str], Site | None] = site_for_url) -> float | None:
     """All drives of the recalled endpoint's site together (bytes per second), from the registry; None unknown.
-    `match`: how a URL finds its endpoint (sites.selectors.endpoint_matcher for many runs)."""
+    `match`: how a URL finds its site (sites.matching.site_matcher for many runs)."""
     urls = (run.parameters or {}).get("urls") or [] if isinstance(run.parameters, dict) else []
-    endpoint = match(str(urls[0])) if urls else None
-    capacity = getattr(endpoint.site, "capacity", None) if endpoint is not None else None
+    site = match(str(urls[0])) if urls else None
+    capacity = getattr(site, "capacity", None) if site is not None else None
     return capacity.tape_rate if capacity is not None else None
 
 

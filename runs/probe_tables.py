@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from challenges.choices import ActivityKind
 from results.charts import one_value_bins
-from sites.selectors import endpoint_for_url, endpoint_matcher
+from sites.matching import site_for_url, site_matcher
 
 from .models import Run
 from .probe_results import network_results, staging_results, staging_tape_limit
@@ -143,7 +143,7 @@ def _cache_rows(run: Run, summary: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _staging_rows(run: Run, summary: dict[str, Any], *, match: Any = endpoint_for_url) -> list[dict[str, Any]]:
+def _staging_rows(run: Run, summary: dict[str, Any], *, match: Any = site_for_url) -> list[dict[str, Any]]:
     result = staging_results(summary, tape_limit=staging_tape_limit(run, match))
     return [
         _base(run)
@@ -191,7 +191,7 @@ def probe_tables(runs: Iterable[Run]) -> dict[str, list[dict[str, Any]]]:
             continue
         kind, rows = found
         if kind == "staging":
-            match = match or endpoint_matcher()
+            match = match or site_matcher()
             tables[kind].extend(_staging_rows(run, summary, match=match))
         else:
             tables[kind].extend(rows(run, summary))

@@ -14,8 +14,8 @@ from challenges.choices import ActivityKind
 from common.units import size_text
 from results.choices import RecordState
 from results.models import TransferRecord
+from sites.matching import site_matcher
 from sites.models import NetworkHost
-from sites.selectors import endpoint_matcher
 
 from .choices import RUN_ENDED, FileState, RunState
 from .estimates import FileSnapshot, TransferEstimate, transfer_estimate
@@ -231,12 +231,12 @@ class SiteNames:
     list of runs); a URL or host no site registers is named by its host."""
 
     def __init__(self) -> None:
-        self._endpoint = endpoint_matcher()
+        self._site = site_matcher()
         self._hosts = dict(NetworkHost.objects.values_list("address", "site__name"))
 
     def of_url(self, url: str) -> str:
-        endpoint = self._endpoint(url)
-        return endpoint.site.name if endpoint is not None else (urlsplit(url).hostname or url)
+        site = self._site(url)
+        return site.name if site is not None else (urlsplit(url).hostname or url)
 
     def of_host(self, host: str, port: Any = None) -> str:
         return self._hosts.get(f"{host}:{port}") or self._hosts.get(host) or host

@@ -19,7 +19,7 @@ from challenges.models import Target
 from common.times import iso_utc
 from results.active_rates import transfers_rates
 from results.models import TransferRecord
-from sites.selectors import endpoint_matcher
+from sites.matching import site_matcher
 
 from .models import Run
 from .probe_results import staging_results
@@ -62,7 +62,7 @@ def tape_table(runs: Iterable[Run]) -> list[dict[str, Any]]:
     if not runs:
         return []
     targets = _target_rates(runs)
-    match = endpoint_matcher()
+    match = site_matcher()
     writes = [run for run in runs if run.kind == ActivityKind.TAPE_WRITE]
     moved: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
     sites: dict[int, tuple[int, str]] = {}
@@ -95,15 +95,15 @@ def tape_table(runs: Iterable[Run]) -> list[dict[str, Any]]:
             }
         else:
             urls = (run.parameters or {}).get("urls") or [] if isinstance(run.parameters, dict) else []
-            endpoint = match(str(urls[0])) if urls else None
-            capacity = getattr(endpoint.site, "capacity", None) if endpoint else None
+            site = match(str(urls[0])) if urls else None
+            capacity = getattr(site, "capacity", None) if site else None
             summary = run.summary if isinstance(run.summary, dict) else {}
             result = staging_results(summary, tape_limit=capacity.tape_rate if capacity else None)
             requests = summary.get("requests") or []
             row = base | {
-                "site": endpoint.site.name if endpoint else None,
+                "site": site.name if site else None,
                 "mode": "A-DT",
-                "target_rate": targets.get((run.activity_id, endpoint.site_id, "out")) if endpoint else None,  # type: ignore[arg-type]
+                "target_rate": targets.get((run.activity_id, site.pk, "out")) if site else None,  # type: ignore[arg-type]
                 "achieved_rate": result["tape_rate"],
                 "files": result["staged"],
                 "volume": None,

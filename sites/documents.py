@@ -434,11 +434,10 @@ class _Validator(DocumentValidator):
             rse_site.setdefault(rse, (site_name, place))
         if door_site:
             hosts = {host for _, host, _ in door_site}
-            for scheme, host, port, owner, url in StorageEndpoint.objects.filter(host__in=hosts).values_list(
-                "scheme", "host", "port", "site__name", "url"
-            ):
+            for owner, url in StorageEndpoint.objects.filter(host__in=hosts).values_list("site__name", "url"):
+                door = door_of(url)
                 for order, place, given, site_name in self._urls:
-                    if door_of(given) == (scheme, host, port) and site_name != owner and given != url:
+                    if door_of(given) == door and site_name != owner and given != url:
                         reason = f"this storage door belongs to site {owner!r} ({url}): a door has one site"
                         self.add_at(order, place, reason)
         if rse_site:

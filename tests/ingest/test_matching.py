@@ -33,3 +33,37 @@ def test_an_rse_name_and_the_url_host_decide_each_message_of_a_batch_that_shares
     assert [sites[message["tr_id"]] for message in messages] == ["UAM-LCG2", "INFN-T1", "INFN-T1"]
     hosts = set(TransferRecord.objects.values_list("source_host", flat=True))
     assert hosts == {"storm-fe.cr.cnaf.infn.it"}
+
+
+UAM_DOOR = "davs://grid002.ft.uam.es:8443/pnfs/ft.uam.es/data"
+
+
+def post_to_uam(coordinator: APIClient, path: str) -> TransferRecord:
+    message = fts_variant(0, dst_url=f"{UAM_DOOR}/{path}")
+    message["file_metadata"]["dst_rse"] = ""
+    response = coordinator.post("/api/v1/ingest/fts/", data=orjson.dumps([message]), content_type="application/json")
+    assert response.json()["accepted"] == 1
+    return TransferRecord.objects.select_related("destination_endpoint").get()
+
+
+def test_the_longest_path_decides_the_endpoint_among_the_endpoints_of_one_door(
+    world: dict[str, Any], coordinator: APIClient
+) -> None:
+    world["uam"].experiments.set([world["atlas"]])  # its endpoints serve ATLAS, the sample's experiment
+    endpoint(world["uam"], f"{UAM_DOOR}/atlas")
+    endpoint(world["uam"], f"{UAM_DOOR}/cms")
+
+    record = post_to_uam(coordinator, "atlas/rucio/f")
+
+    assert record.destination_endpoint.url == f"{UAM_DOOR}/atlas"  # type: ignore[union-attr]
+
+
+def test_a_record_gets_no_endpoint_that_does_not_serve_its_experiment_but_keeps_the_site(
+    world: dict[str, Any], coordinator: APIClient
+) -> None:
+    world["uam"].experiments.set([world["atlas"], world["cms"]])
+    endpoint(world["uam"], f"{UAM_DOOR}/cms").experiments.set([world["cms"]])
+
+    record = post_to_uam(coordinator, "cms/rucio/f")  # the sample is ATLAS's
+
+    assert (record.destination_site, record.destination_endpoint) == (world["uam"], None)

@@ -293,6 +293,7 @@ def test_a_recall_reads_its_own_experiments_tape_writes_through_the_tape_rest_do
     write = ActivityFactory(kind="tape-write", experiment=mine)
     other = ActivityFactory(kind="tape-write", experiment=theirs, challenge=write.challenge)
     recall = ActivityFactory(kind="staging", challenge=write.challenge, experiment=mine)
+    tape_site.experiments.add(mine)  # its tape endpoints serve the site's experiments
     TargetFactory(activity=recall, site=tape_site, direction="out")
     now = timezone.now()
     for index, (activity, name) in enumerate([(write, "mine"), (other, "theirs")]):

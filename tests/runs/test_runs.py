@@ -360,6 +360,7 @@ def test_an_io_activity_writes_to_a_disk_endpoint_of_its_site_with_its_file_size
     StorageEndpointFactory(site=site, url="root://se.example.org:1094//data")
     StorageEndpointFactory(site=site, url="root://tape.example.org:1094//data", kind="tape")
     activity = ActivityFactory(kind="io", file_size=5000)
+    site.experiments.add(activity.experiment)  # its endpoints serve the site's experiments
     TargetFactory(activity=activity, site=site)
     run = run_start(user=coordinator, activity=activity)
     assert (run.parameters["endpoint"], run.parameters["file_size"]) == ("root://se.example.org:1094//data", 5000)
@@ -373,6 +374,7 @@ def test_a_recall_activity_stages_what_the_challenges_tape_writes_put_on_its_tap
     StorageEndpointFactory(site=tape_site, url=tape, kind="tape")
     write = ActivityFactory(kind="tape-write")
     recall = ActivityFactory(kind="staging", challenge=write.challenge, file_count=2, experiment=write.experiment)
+    tape_site.experiments.add(write.experiment)  # its tape endpoint serves the site's experiments
     TargetFactory(activity=recall, site=tape_site, direction="out")
     with pytest.raises(ValidationError) as caught:
         run_start(user=coordinator, activity=recall)
@@ -418,6 +420,8 @@ def test_the_clock_starts_an_auto_run_activity_once_and_cancels_it_when_its_wind
         end=now + timedelta(hours=1),
     )
     TargetFactory(activity=activity, site=destination)
+    for served in (site, destination):  # their endpoints serve the sites' experiments
+        served.experiments.add(activity.experiment)
     ActivityFactory(source=site, file_size=1000, file_count=2, auto_run=False, start=activity.start, end=activity.end)
     assert activities_auto_run(now=now - timedelta(minutes=2)) == []  # not open yet
     started = activities_auto_run(now=now)
