@@ -12,6 +12,9 @@ class ActivityKind(models.TextChoices):
     IO = "io", "I/O"
 
 
+# Kinds whose activities claim no transfer records: a network target is measured by its iperf3 runs.
+UNCLAIMING_KINDS = (ActivityKind.NETWORK,)
+
 # Kinds whose targets load a site's tape drives rather than its network.
 TAPE_KINDS = (ActivityKind.STAGING, ActivityKind.TAPE_WRITE)
 

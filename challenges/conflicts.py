@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from .choices import UNCLAIMING_KINDS
 from .models import Activity, Challenge, Target
 from .selectors import activities_overlapping
 
@@ -73,6 +74,8 @@ def _flow_of_both(one: Target, other: Target) -> str | None:
 def conflicts_find(activities: Sequence[Activity]) -> list[Conflict]:
     """The pairs of these activities (targets prefetched) that can claim the same transfers."""
     found: list[Conflict] = []
+    # A network activity claims no transfers: its targets are measured by its iperf3 runs (results.store.attribution).
+    activities = [activity for activity in activities if activity.kind not in UNCLAIMING_KINDS]
     for a, b in combinations(activities, 2):
         if a.experiment_id != b.experiment_id or not (a.start < b.end and b.start < a.end):
             continue

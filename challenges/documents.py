@@ -102,6 +102,7 @@ class ActivityEntry:
     concurrency: int | None = None
     copy_mode: str = ""
     auto_run: bool = False
+    auto_run_repeat: bool = False
     ddm_activities: list[str] = field(default_factory=list)
     injection: dict[str, Any] = field(default_factory=dict)  # challenges.injection's settings it overrides
     targets: list[TargetEntry] = field(default_factory=list)
@@ -368,9 +369,12 @@ class _Validator(DocumentValidator):
         copy_mode = mapping.get("copy_mode") or ""
         if copy_mode and copy_mode not in CopyMode.values:
             self.add(f"{place}.copy_mode", f"must be one of {', '.join(CopyMode.values)}, not {copy_mode!r}")
-        auto_run = mapping.get("auto_run")
-        if auto_run is not None and not isinstance(auto_run, bool):
-            self.add(f"{place}.auto_run", f"must be true or false, not {auto_run!r}")
+        auto_run, repeat = mapping.get("auto_run"), mapping.get("auto_run_repeat")
+        for key, value in (("auto_run", auto_run), ("auto_run_repeat", repeat)):
+            if value is not None and not isinstance(value, bool):
+                self.add(f"{place}.{key}", f"must be true or false, not {value!r}")
+        if repeat is True and auto_run is not True:
+            self.add(f"{place}.auto_run_repeat", "repeats the clock's runs: give auto_run: true as well")
         for key, problem in injection_settings_problems(mapping.get("injection")):
             self.add(f"{place}.{key}", problem)
         targets = self._targets(mapping, place, experiment)
@@ -386,6 +390,7 @@ class _Validator(DocumentValidator):
             source=source,
             copy_mode=copy_mode,
             auto_run=bool(auto_run),
+            auto_run_repeat=bool(repeat),
             ddm_activities=list(mapping.get("ddm_activities") or []),
             injection=dict(mapping.get("injection") or {}),
             targets=targets,

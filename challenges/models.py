@@ -79,6 +79,7 @@ ACTIVITY_PLAN_FIELDS = (
     "concurrency",
     "copy_mode",
     "auto_run",
+    "auto_run_repeat",
     "ddm_activities",
 )
 
@@ -109,6 +110,11 @@ class Activity(models.Model):
     concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="files in flight, e.g. 10, 40, 100")
     copy_mode = models.CharField(max_length=8, choices=CopyMode.choices, blank=True)
     auto_run = models.BooleanField(default=False, help_text="start a run when the window opens")
+    auto_run_repeat = models.BooleanField(
+        default=False,
+        help_text="with auto_run: start the next run whenever the previous one finished, while the window is open (a "
+        "steady load); stops after a run that failed or was cancelled",
+    )
     ddm_activities = ArrayField(
         models.CharField(max_length=DDM_ACTIVITY_LENGTH),
         default=list,

@@ -140,6 +140,8 @@ def _activity_export(activity: Activity) -> dict[str, Any]:
     if activity.copy_mode:
         document["copy_mode"] = activity.copy_mode
     document["auto_run"] = activity.auto_run
+    if activity.auto_run_repeat:
+        document["auto_run_repeat"] = True
     if activity.ddm_activities:
         document["ddm_activities"] = list(activity.ddm_activities)
     if activity.injection:

@@ -18,6 +18,7 @@ from sites.choices import Role
 from sites.documents import sites_document_load
 from sites.roles import membership_grant
 from sites.services import ImportSummary, sites_import
+from testbed.grid.config import TestbedConfig
 
 
 def demo_password() -> str:
@@ -51,9 +52,10 @@ def demo_sites_load() -> ImportSummary | None:
     return sites_import(document=sites_document_load(text=path.read_text()))
 
 
-def demo_plan(*, now: datetime) -> dict[str, Any]:
+def demo_plan(*, now: datetime, steady_load: bool = True) -> dict[str, Any]:
     """A two-week challenge starting on this week's Monday (UTC), on the testbed's sites. Every activity it invites
-    you to run (the README: press Run beside any of them) is open today, whatever weekday it is."""
+    you to run (the README: press Run beside any of them) is open today, whatever weekday it is; with steady_load, a
+    load the clock keeps running from now on (left out where nothing should run by itself: the fault suite)."""
     monday = (now - timedelta(days=now.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
 
     def at(days: float) -> str:
@@ -65,8 +67,40 @@ def demo_plan(*, now: datetime) -> dict[str, Any]:
         "start": at(0),
         "end": at(14),
         "description": "Made by manage.py load_demo: T0 export, tape writes while data is taken (DT), "
-        "tape recalls of what they wrote (A-DT: run a DT first).",
-        "activities": _demo_activities(at, today=now.weekday()),
+        "tape recalls of what they wrote (A-DT: run a DT first), an iperf3 baseline, and a steady load from the "
+        "throttled origin that the clock keeps running. On purpose: the ATLAS and CMS tape writes overlap and "
+        "oversubscribe TB-TAPE's drives on the days they share (the load planner shows how that reads).",
+        "activities": [
+            *_demo_activities(at, today=now.weekday()),
+            *([_steady_load(now)] if steady_load else []),
+        ],
+    }
+
+
+def _steady_load(now: datetime) -> dict[str, Any]:
+    """A load the clock keeps flowing from the load of the demo on (auto_run_repeat): native copies from the throttled
+    origin, which serves at most its origin_rate (4 MB/s) whatever is asked. Its two targets tell true stories: the
+    link's 75 % of that rate is on track; the origin's 110 % of it can at best come close, so it reads at risk."""
+    start = now.replace(second=0, microsecond=0)
+    origin_rate = TestbedConfig.origin_rate
+    return {
+        "name": "ATLAS steady load",
+        "experiment": "ATLAS",
+        "mode": "steady",
+        "kind": "transfer",
+        "start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "end": (start + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": "TB-ORIGIN",
+        # 50 x 40 MB, 2 at a time: about 500 s a run at 4 MB/s, 2 GB on TB-T1-A until the run's copies are deleted.
+        "file_size": 40_000_000,
+        "file_count": 50,
+        "concurrency": 2,  # no copy_mode: root:// to root://, XRootD's own third-party copy
+        "auto_run": True,
+        "auto_run_repeat": True,
+        "targets": [
+            {"link": {"from": "TB-ORIGIN", "to": "TB-T1-A"}, "rate": 0.75 * origin_rate},
+            {"site": "TB-ORIGIN", "direction": "out", "rate": 1.1 * origin_rate},
+        ],
     }
 
 
@@ -116,6 +150,7 @@ def _demo_activities(at: Callable[[float], str], *, today: int) -> list[dict[str
             "file_size": 10_000_000,
             "file_count": 10,
             "concurrency": 5,
+            "ddm_activities": ["T0 Tape"],  # Rucio's tape writes: never the recalls ("Staging") out of the same site
             "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.3e9}],
         },
         {
@@ -138,6 +173,7 @@ def _demo_activities(at: Callable[[float], str], *, today: int) -> list[dict[str
             "end": at(today + 4),
             "file_count": 10,
             "file_size": 10_000_000,
+            "ddm_activities": ["Staging"],
             "targets": [
                 {
                     "site": "TB-TAPE",
@@ -151,9 +187,9 @@ def _demo_activities(at: Callable[[float], str], *, today: int) -> list[dict[str
     ]
 
 
-def demo_challenge_load() -> PlanImportSummary:
+def demo_challenge_load(*, steady_load: bool = True) -> PlanImportSummary:
     """Create or refresh the demo challenge (needs the testbed's sites in the registry)."""
-    return plan_import(document=demo_plan(now=timezone.now()))
+    return plan_import(document=demo_plan(now=timezone.now(), steady_load=steady_load))
 
 
 DEMO_SWEEP = "Demo: the testbed's links as the JUNO tables"

@@ -1,5 +1,6 @@
 """The clock's runs (`activities_auto_run`, on Celery beat): an auto-run activity gets a run when its window
-opens, and its scheduled run is cancelled when the window closes."""
+opens (and, with auto_run_repeat, the next one whenever the last finished: a steady load), and its scheduled run is
+cancelled when the window closes."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ from .services import run_cancel, run_start
 logger = logging.getLogger(__name__)
 
 
+def _due(activity: Activity) -> bool:
+    """Whether the clock starts a run of this open auto-run activity now: once per window; with auto_run_repeat,
+    again whenever its last scheduled run finished (finished or partly), never after one that failed or was
+    cancelled (a refused start is kept as a failed run: repeating it every 30 s would only repeat the refusal)."""
+    scheduled = activity.runs.filter(parameters__trigger="schedule", created_at__gte=activity.start)
+    if not activity.auto_run_repeat:
+        return not scheduled.exists()
+    last = scheduled.order_by("-created_at", "-pk").values_list("state", flat=True).first()
+    return last is None or last in (RunState.FINISHED, RunState.PARTLY)
+
+
 def activities_auto_run(*, now: datetime | None = None) -> list[Run]:
     """The clock: start a run of every auto-run activity whose window is open and that has no scheduled run yet;
     cancel the scheduled runs of activities whose window has closed."""
@@ -26,7 +38,7 @@ def activities_auto_run(*, now: datetime | None = None) -> list[Run]:
     started: list[Run] = []
     open_activities = Activity.objects.filter(auto_run=True, start__lte=now, end__gt=now)
     for activity in open_activities.select_related("experiment", "source"):
-        if activity.runs.filter(parameters__trigger="schedule", created_at__gte=activity.start).exists():
+        if not _due(activity):
             continue
         try:
             run = run_start(user=None, activity=activity, trigger="schedule")

@@ -125,7 +125,7 @@ def test_every_demo_activity_can_be_run_and_the_recall_asks_for_the_tape_write_f
             started[activity.name] = run_start(user=coordinator, activity=activity)
         except ValidationError as exc:
             refused[activity.name] = exc.message_dict
-    assert set(started) == {"ATLAS T0 export", "ATLAS DT", "CMS DT", "iperf3 baseline"}, refused
+    assert set(started) == {"ATLAS T0 export", "ATLAS DT", "CMS DT", "iperf3 baseline", "ATLAS steady load"}, refused
     assert list(refused) == ["CMS A-DT"]
     assert "run the tape-write (DT) activity first" in refused["CMS A-DT"]["urls"][0]
     assert started["ATLAS DT"].parameters["destinations"] == [testbed.endpoint("tape.root").url]

@@ -23,17 +23,12 @@ from ..targets.figures import figures_row
 RATE = "bytes per second"
 
 
-def _measured() -> serializers.Serializer:  # type: ignore[type-arg]
-    """One measurement of a network target (a new field each time: one instance in two places would be bound twice)."""
-    return inline_serializer(
-        "NetworkMeasured",
-        {
-            "run": serializers.IntegerField(),
-            "rate": serializers.FloatField(help_text=RATE),
-            "at": serializers.DateTimeField(help_text="when the run ended"),
-        },
-        allow_null=True,
-    )
+class NetworkMeasuredSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """One measurement of a network target: its run, the rate it measured and when it ended."""
+
+    run = serializers.IntegerField()
+    rate = serializers.FloatField(help_text=RATE)
+    at = serializers.DateTimeField(help_text="when the run ended")
 
 
 # The row of a target's figures (results.targets.figures.figures_row): the rates API, the now API and the exports.
@@ -92,8 +87,8 @@ RATE_ROW_FIELDS = {
         "RateRowNetwork",
         {
             "runs": serializers.IntegerField(),
-            "latest": _measured(),
-            "best": _measured(),
+            "latest": NetworkMeasuredSerializer(allow_null=True),
+            "best": NetworkMeasuredSerializer(allow_null=True),
             "mean_rate": serializers.FloatField(allow_null=True),
         },
         allow_null=True,

@@ -11,7 +11,8 @@ The rules (also on the "About these numbers" page):
 3. When several activities qualify, the record counts for one, the first by: an activity naming the record's DDM
    activity before one taking any; the window holding the record's midpoint; a link target before a site target;
    the shorter window; the older activity. The clock page lists the activities that can claim the same traffic.
-4. Records of no experiment, or whose sites are unknown, count for no activity (and so for no target).
+4. Records of no experiment, or whose sites are unknown, count for no activity (and so for no target); nor does a
+   network activity claim any record (its targets are measured by its iperf3 runs, results.targets.network).
 
 Rollups are kept per activity, so a target reads exactly its activity's traffic and a challenge's matrix its
 activities' traffic. When activities or targets change, the records they may have claimed or may now claim are
@@ -28,6 +29,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db import connection, transaction
 
+from challenges.choices import UNCLAIMING_KINDS
 from challenges.models import Activity, Target
 
 from .rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
@@ -37,6 +39,9 @@ _TARGET = Target._meta.db_table
 
 # The activity each record of {table} (rows chosen by {where}, named by their {key}) counts for by rules 2-3; rows
 # no activity claims are absent. DISTINCT ON keeps the first candidate of each row in the order of rule 3.
+# Activities that claim no records (challenges.choices.UNCLAIMING_KINDS: a network target is measured by its iperf3
+# runs), as SQL literals of the code's own constants.
+_UNCLAIMING = ", ".join(f"'{kind.value}'" for kind in UNCLAIMING_KINDS)
 _CHOSEN = f"""
 SELECT DISTINCT ON (r.{{key}}) r.{{key}} AS rid, a.id AS activity_id
 FROM {{table}} AS r
@@ -50,7 +55,7 @@ CROSS JOIN LATERAL (
         OR (t.direction = 'out' AND t.site_id = r.source_site_id)
         OR (t.site_id IS NULL AND t.link_from_id = r.source_site_id AND t.link_to_id = r.destination_site_id))
 ) AS flow
-WHERE ({{where}}) AND r.run_id IS NULL AND flow.on_link IS NOT NULL
+WHERE ({{where}}) AND r.run_id IS NULL AND flow.on_link IS NOT NULL AND a.kind NOT IN ({_UNCLAIMING})
   AND (cardinality(a.ddm_activities) = 0
        OR EXISTS (SELECT 1 FROM unnest(a.ddm_activities) AS d WHERE lower(d) = lower(r.ddm_activity)))
 ORDER BY r.{{key}},

@@ -7,8 +7,9 @@ projection.py, a network target's in network.py):
 - before the window: nothing moved, verdict "not started";
 - while it runs: volume = bytes inside [A, at); average = volume / (at - A) ("so far"); max and stable as for a whole
   window, over what has passed; last 15 minutes' and last hour's rates = the bytes of those minutes before `at`
-  (inside the window) / 900 s and / 3600 s; the required rate and projected average, and the live verdict with the
-  plan's own at_risk_fraction (challenges.thresholds);
+  (inside the window) / 900 s and / 3600 s, or / the time since the window opened when that is shorter; the
+  required rate and projected average, and the live verdict with the plan's own at_risk_fraction
+  (challenges.thresholds);
 - once it has ended: the whole window's figures and the final verdict (met, partly, missed);
 - a network target: its iperf3 runs' measurements (latest, best, mean) and their verdict, no projection.
 """
@@ -106,12 +107,9 @@ def _so_far(row: TargetRates, *, at: datetime, at_risk_fraction: float, recent_m
     volume = max(row.volume - later - row.end_edge_bytes, 0.0)
     before = [moved for minute, moved in row.minutes if minute < at]
     row.recent = before[-recent_minutes:] if recent_minutes > 0 else []
-    last_hour = sum(before[-60:]) / 3600
-    last_15 = sum(before[-15:]) / 900
-    if len(before) < 60:  # the window's first hour: its partial first minute is part of the hour too
-        first_edge = volume - sum(before)
-        last_hour += max(first_edge, 0.0) / 3600
-        last_15 += max(first_edge, 0.0) / 900 if len(before) < 15 else 0.0
+    elapsed = (at - row.start).total_seconds()
+    last_hour = _recent(before, volume, elapsed, minutes=60)
+    last_15 = _recent(before, volume, elapsed, minutes=15)
     projection = target_projection(
         target_rate=row.target.rate,
         start=row.start,
@@ -121,12 +119,22 @@ def _so_far(row: TargetRates, *, at: datetime, at_risk_fraction: float, recent_m
         last_hour_rate=last_hour,
         at_risk_fraction=at_risk_fraction,
     )
-    elapsed = (at - row.start).total_seconds()
     row.so_far = SoFar(at, elapsed, volume, last_hour, projection, last_15min_rate=last_15)
     row.volume = volume
     row.average_rate = row.so_far.average_rate
     if row.max_window_start is None:  # shorter than the max window: the whole activity's average, so far
         row.max_rate = row.average_rate
+
+
+def _recent(before: list[float], volume: float, elapsed: float, *, minutes: int) -> float:
+    """The rate of the last `minutes` minutes before `at` inside the window: their bytes over their length, or over
+    the time since the window opened when that is shorter (a window 10 minutes old has no last hour: its rate is
+    that of its 10 minutes, not a sixth of it)."""
+    moved = sum(before[-minutes:])
+    if len(before) < minutes:  # the window's start lies inside them: its partial first minute counts too
+        moved = volume
+    span = min(minutes * 60.0, elapsed)
+    return moved / span if span > 0 else 0.0
 
 
 def _network_figures(row: TargetRates) -> None:

@@ -49,7 +49,7 @@ def test_the_demos_t0_export_is_of_mode_t0_a_known_mode() -> None:
 @pytest.mark.django_db
 def test_the_demo_plan_imports_with_its_t0_export() -> None:
     atlas, cms = ExperimentFactory(name="ATLAS"), ExperimentFactory(name="CMS")
-    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE"):
+    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE", "TB-ORIGIN"):
         SiteFactory(name=name, experiments=[atlas, cms])
     plan_import(document=demo_plan(now=MONDAY))
     assert Activity.objects.get(name="ATLAS T0 export").mode == "T0"
@@ -70,7 +70,7 @@ def test_the_demos_results_table_mid_window_says_so_far_with_auto_scaled_rates()
     from django.utils import timezone
 
     atlas, cms = ExperimentFactory(name="ATLAS"), ExperimentFactory(name="CMS")
-    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE"):
+    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE", "TB-ORIGIN"):
         SiteFactory(name=name, experiments=[atlas, cms])
     plan_import(document=demo_plan(now=timezone.now()))
     viewer = UserFactory(username="demo-viewer")
@@ -80,3 +80,23 @@ def test_the_demos_results_table_mid_window_says_so_far_with_auto_scaled_rates()
     table = client.get("/results/demo/").content.decode().split("<tbody>")[1].split("</tbody>")[0]
     assert '<span class="so-far">so far</span>' in table and "missed" not in table
     assert "200 MB/s" in table  # the T0 export's link target, auto-scaled (0.2 GB/s)
+
+
+@pytest.mark.django_db
+def test_the_demo_plan_names_no_activities_that_claim_the_same_transfers() -> None:
+    from challenges.conflicts import challenge_conflicts
+    from challenges.models import Challenge
+
+    atlas, cms = ExperimentFactory(name="ATLAS"), ExperimentFactory(name="CMS")
+    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE", "TB-ORIGIN"):
+        SiteFactory(name=name, experiments=[atlas, cms])
+    plan_import(document=demo_plan(now=MONDAY))
+    assert challenge_conflicts(challenge=Challenge.objects.get(slug="demo")) == []
+
+
+def test_the_demo_says_why_its_tape_site_is_oversubscribed_and_keeps_a_steady_load() -> None:
+    plan = demo_plan(now=MONDAY)
+    assert "oversubscribe TB-TAPE's drives" in plan["description"] and "On purpose" in plan["description"]
+    [load] = [a for a in plan["activities"] if a.get("auto_run_repeat")]
+    assert (load["source"], load["auto_run"], moment(load["start"])) == ("TB-ORIGIN", True, MONDAY.replace(second=0))
+    assert all(a.get("auto_run_repeat") is None for a in demo_plan(now=MONDAY, steady_load=False)["activities"])

@@ -645,3 +645,13 @@ def test_the_export_command_writes_json_to_standard_output() -> None:
 def test_the_export_command_rejects_an_unknown_slug() -> None:
     with pytest.raises(CommandError, match="no challenge with the slug 'tc19'"):
         call_command("export_challenge", "tc19")
+
+
+def test_a_repeating_auto_run_is_kept_and_needs_auto_run() -> None:
+    document = example()
+    document["activities"][0] |= {"auto_run": True, "auto_run_repeat": True}
+    plan_import(document=document)
+    name = document["activities"][0]["name"]
+    assert next(a for a in exported()["activities"] if a["name"] == name)["auto_run_repeat"] is True
+    document["activities"][0]["auto_run"] = False
+    assert places_of(document) == ["activities[0].auto_run_repeat"]

@@ -36,7 +36,7 @@ def setup(arguments: dict[str, Any]) -> dict[str, Any]:
     sites_import(document=Testbed(TestbedConfig.from_settings()).sites_document())
     _coordinator()
     if arguments.get("demo"):
-        call_command("load_demo", verbosity=0)
+        call_command("load_demo", "--without-load", verbosity=0)  # no run of the suite's but its own
     return {}
 
 

@@ -437,6 +437,35 @@ def test_the_clock_starts_an_auto_run_activity_once_and_cancels_it_when_its_wind
     assert run.state == "cancelled" and run.message == "the activity's window closed"
 
 
+def test_a_repeating_auto_run_keeps_one_run_going_and_stops_after_a_failed_one() -> None:
+    site, destination = SiteFactory(), SiteFactory()
+    StorageEndpointFactory(site=site, url=SOURCE)
+    StorageEndpointFactory(site=destination, url=DESTINATIONS[0])
+    now = timezone.now().replace(microsecond=0)
+    activity = ActivityFactory(
+        source=site,
+        file_size=1000,
+        file_count=2,
+        concurrency=1,
+        auto_run=True,
+        auto_run_repeat=True,
+        start=now - timedelta(minutes=1),
+        end=now + timedelta(hours=1),
+    )
+    TargetFactory(activity=activity, site=destination)
+    for served in (site, destination):
+        served.experiments.add(activity.experiment)
+    first = activities_auto_run(now=now)
+    assert [run.activity for run in first] == [activity]
+    assert activities_auto_run(now=now) == []  # one at a time: the first still runs
+    Run.objects.filter(pk=first[0].pk).update(state="finished", finished_at=now)
+    second = activities_auto_run(now=now + timedelta(seconds=30))
+    assert len(second) == 1 and second[0].pk != first[0].pk  # the load goes on
+    Run.objects.filter(pk=second[0].pk).update(state="failed", finished_at=now)
+    assert activities_auto_run(now=now + timedelta(minutes=1)) == []  # a failure stops it: no retry every 30 s
+    assert Run.objects.filter(activity=activity).count() == 2
+
+
 def test_an_auto_run_the_clock_cannot_start_is_kept_as_a_failed_run_with_the_reason() -> None:
     now = timezone.now().replace(microsecond=0)
     activity = ActivityFactory(auto_run=True, start=now - timedelta(minutes=1), end=now + timedelta(hours=1))

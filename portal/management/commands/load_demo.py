@@ -16,6 +16,14 @@ class Command(BaseCommand):
         "the demo account, print its login."
     )
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--without-load",
+            action="store_true",
+            help="leave out the steady load the clock keeps running (for deployments where nothing should run by "
+            "itself, such as the fault suite's)",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         username, password = demo_user_ensure()
         summary = demo_sites_load()
@@ -23,7 +31,8 @@ class Command(BaseCommand):
             self.stdout.write("no testbed sites document yet (start the testbed first): registry left as it is")
         else:
             self.stdout.write(f"testbed sites loaded: {summary}")
-            self.stdout.write(f"demo challenge loaded: {demo_challenge_load()}")
+            loaded = demo_challenge_load(steady_load=not options["without_load"])
+            self.stdout.write(f"demo challenge loaded: {loaded}")
             try:
                 sweep, started = demo_sweep_ensure(username)
             except ValidationError as exc:
