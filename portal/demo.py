@@ -94,7 +94,10 @@ def _steady_load(now: datetime) -> dict[str, Any]:
         # 50 x 40 MB, 2 at a time: about 500 s a run at 4 MB/s, 2 GB on TB-T1-A until the run's copies are deleted.
         "file_size": 40_000_000,
         "file_count": 50,
-        "concurrency": 2,  # no copy_mode: root:// to root://, XRootD's own third-party copy
+        "concurrency": 2,
+        # Through the worker: the origin speaks root:// only, and an XRootD third-party copy from it outlives the
+        # origin's TPC authorization when the throttle holds the destination back ("tpc authorization expired").
+        "copy_mode": "streamed",
         "auto_run": True,
         "auto_run_repeat": True,
         "targets": [

@@ -187,7 +187,10 @@ def _activity_transfer_defaults(
         if site is None or site.pk == activity.source_id:
             continue
         kind = "tape" if activity.kind == ActivityKind.TAPE_WRITE else "disk"
-        endpoint = _pick_endpoint(site, prefer=(source.scheme, *prefer), kind=kind, experiment=experiment)
+        # The source's own scheme first (a third-party copy between alike doors), but a streamed copy needs an HTTP
+        # end: from a root://-only source (the throttled origin) it writes to the destination's davs:// door.
+        first = () if copy_mode == "streamed" else (source.scheme,)
+        endpoint = _pick_endpoint(site, prefer=(*first, *prefer), kind=kind, experiment=experiment)
         if endpoint is None:
             problems.add("destinations", f"{site} has no {kind} endpoint{serving} the workers can speak")
         elif endpoint.url not in destinations:

@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('challenges', '0009_activity_injection'),
+        ("challenges", "0009_activity_injection"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='activity',
-            name='auto_run_repeat',
-            field=models.BooleanField(default=False, help_text='with auto_run: start the next run whenever the previous one finished, while the window is open (a steady load); stops after a run that failed or was cancelled'),
+            model_name="activity",
+            name="auto_run_repeat",
+            field=models.BooleanField(
+                default=False,
+                help_text="with auto_run: start the next run whenever the previous one finished, while the window is open (a steady load); stops after a run that failed or was cancelled",
+            ),
         ),
     ]

@@ -101,3 +101,15 @@ def test_a_targets_plot_marks_its_alerts(live: Scenario) -> None:
     assert "Alerts of this target (shaded orange on the plot)" in page
     assert "still open: target at risk: ATLAS export (ATLAS, LIVE-A -&gt; LIVE-B): will miss" in page
     assert '"name": "alert"' in page or "&quot;name&quot;: &quot;alert&quot;" in page or '"name":"alert"' in page
+
+
+def test_an_alert_no_longer_seen_says_as_of_when_its_text_was_true(live: Scenario) -> None:
+    from datetime import timedelta
+
+    alert = Alert.objects.filter(state="open").first()
+    assert alert is not None
+    page = logged_in("viewer").get("/challenges/live/now/").content.decode()
+    assert "no longer true since" not in page  # every open alert was seen at the board's minute
+    Alert.objects.filter(pk=alert.pk).update(last_seen_at=live.at - timedelta(minutes=5))
+    page = logged_in("coordinator").get("/challenges/live/now/").content.decode()
+    assert f"(as of {live.at - timedelta(minutes=5):%H:%M} UTC: no longer true since" in page

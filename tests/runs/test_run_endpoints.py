@@ -63,3 +63,19 @@ def test_a_run_list_names_the_site_of_a_url_written_with_its_default_port() -> N
     StorageEndpointFactory(site=SiteFactory(name="TB-A"), url="root://se.example.org//data")
 
     assert SiteNames().of_url("root://SE.example.org:1094//data/file") == "TB-A"
+
+
+def test_a_streamed_run_from_a_root_only_source_writes_to_the_destinations_http_door() -> None:
+    atlas = ExperimentFactory(name="ATLAS")
+    origin, destination = SiteFactory(experiments=[atlas]), SiteFactory(experiments=[atlas])
+    StorageEndpointFactory(site=origin, url="root://origin.example.org//data")
+    StorageEndpointFactory(site=destination, url="root://dest.example.org//data")
+    StorageEndpointFactory(site=destination, url="davs://dest.example.org:8443/data")
+    activity = ActivityFactory(
+        experiment=atlas, source=origin, file_size=1000, file_count=2, concurrency=1, copy_mode="streamed"
+    )
+    TargetFactory(activity=activity, link_from=origin, link_to=destination, site=None, direction="")
+
+    plan = run_plan("transfer", activity, {})
+
+    assert plan.parameters["destinations"] == ["davs://dest.example.org:8443/data"]
