@@ -1,8 +1,14 @@
-"""Who may do what: the roles a user holds (selectors) and granting them (services).
+"""Who may do what, the access policy of the whole portal: the roles a user holds (selectors), granting them
+(services), and POLICY, the one table of which role may take which action on which rows.
 
 coordinator: everything (superusers count as coordinators). site-admin: edits the registry rows of the sites of
-their memberships. ddm: a service scoped to one experiment (ingests its transfer records, reads the rest).
-viewer: reads. An authenticated user without any membership reads like a viewer.
+their memberships, writes their reports, acts on the alerts about them. ddm: a service scoped to one experiment (reads
+its plan, sends its records, acts on its alerts). viewer: reads. An authenticated user without any membership reads
+like a viewer. The actor is the user and its token's scope together: a token issued with one role acts with that
+role alone (a superuser's too), and what it makes keeps that scope (`actor_scoped`).
+
+Every page, export, feed and API asks this module: `Model.objects.restrict(user, action)` for rows, `object_for` to
+load one (404 unseen, 403 seen but not allowed), `user_may`/`action_reach` where there is no row.
 
 A user's memberships are read once per user object and kept on it (as NetBox keeps object permissions), so
 the permission checks of one request cost one query; the services below drop that cache when they change it.
