@@ -185,6 +185,16 @@ def visible_experiment_ids(user: Any) -> set[int] | None:
     return None if reach.every else set(reach.experiment_ids)
 
 
+def experiment_ids_read(*, user: Any, chosen: Experiment | None = None) -> set[int] | None:
+    """The ids of the experiments whose rows the user reads, for SQL that takes them (the matrix, the failures):
+    None for every row (no filter), narrowed to the experiment the reader `chosen`; one they may not read selects
+    nothing."""
+    visible = visible_experiment_ids(user)
+    if chosen is None:
+        return visible
+    return {chosen.pk} if visible is None or chosen.pk in visible else set()
+
+
 def experiments_visible(*, user: Any) -> QuerySet[Experiment]:
     """The experiments the user may read, as rows (sites.models sits below this module, so Experiment has no
     restrict() of its own: this is it)."""

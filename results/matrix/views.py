@@ -28,7 +28,7 @@ from common.times import iso_utc
 from common.units import is_whole_number
 from reports.selectors import report_markers
 from sites.models import Experiment
-from sites.roles import experiments_visible
+from sites.roles import experiment_ids_read, experiments_visible
 from sites.views import action_required
 
 from ..failures import causes as failures
@@ -54,10 +54,7 @@ def _experiment(request: HttpRequest) -> Experiment | None:
 def _experiment_ids(request: HttpRequest, experiment: Experiment | None) -> set[int] | None:
     """The experiments whose records a page shows: those the reader may see (None: all; a DDM service: its own, as
     in the rates table), narrowed to the selected one. Selecting an experiment one may not see selects nothing."""
-    visible = experiments_visible(user=request.user)
-    if experiment is None:
-        return None if visible.count() == Experiment.objects.count() else set(visible.values_list("pk", flat=True))
-    return {experiment.pk} if visible.filter(pk=experiment.pk).exists() else set()
+    return experiment_ids_read(user=request.user, chosen=experiment)
 
 
 def _experiment_choices(request: HttpRequest) -> QuerySet[Experiment]:
