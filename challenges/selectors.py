@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import Prefetch, Q, QuerySet
 
 from sites.models import Capacity, Site
+from sites.roles import object_for
 
 from .choices import TAPE_KINDS
 from .models import Activity, Challenge, Target
@@ -114,6 +115,16 @@ def challenges_visible(*, user: Any) -> QuerySet[Challenge]:
     """The challenges `user` may read (sites.roles' rule): all of them, or for a DDM service those with an activity
     of its experiment (a challenge without it does not exist for it)."""
     return Challenge.objects.restrict(user)  # type: ignore[no-any-return]
+
+
+def challenge_for(
+    *, slug: str, user: Any, action: str = "view", queryset: QuerySet[Challenge] | None = None
+) -> Challenge:
+    """The challenge of `slug`, loaded for the user and `action` through the access policy (sites.roles): a 404 when
+    they may not read it, a 403 when they read it but may not take the action. Every page loads its challenge here;
+    `queryset` adds what the page reads with it (select_related)."""
+    queryset = Challenge.objects.all() if queryset is None else queryset
+    return object_for(queryset=queryset, user=user, action=action, slug=slug)  # type: ignore[no-any-return]
 
 
 def challenge_activities(*, challenge: Challenge, user: Any = None) -> QuerySet[Activity]:

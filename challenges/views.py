@@ -13,7 +13,6 @@ import plotly
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -26,14 +25,15 @@ from plotly.offline import get_plotlyjs
 from common.exports import export_requested, table_response
 from common.times import iso_utc
 from sites.models import Site
-from sites.roles import user_is_coordinator
+from sites.roles import object_for, user_may
 from sites.tokens import token_authenticate
+from sites.views import action_required
 
 from . import charts, injection, selectors
 from .calendar import activities_calendar
 from .conflicts import challenge_conflicts
 from .forms import ActivityForm, ChallengeForm, TargetForm
-from .models import Activity, Challenge, Target
+from .models import Activity, Target
 
 View = Callable[..., HttpResponseBase]
 PLOTLY_VERSION = plotly.__version__
@@ -72,20 +72,6 @@ def feed_access(view: View) -> View:
     return wrapper
 
 
-def coordinator_required(view: View) -> View:
-    """Coordinators only: anonymous users go to the login page, everyone else gets 403."""
-
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not user_is_coordinator(user=request.user):
-            raise PermissionDenied("only coordinators change the plan")
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
 # --- exports --------------------------------------------------------------------------------------------------
 
 
@@ -95,7 +81,7 @@ def coordinator_required(view: View) -> View:
 @read_access
 def challenge_list(request: HttpRequest) -> HttpResponse:
     """Every challenge, newest first, with how many activities and experiments it plans."""
-    challenges = Challenge.objects.annotate(
+    challenges = selectors.challenges_visible(user=request.user).annotate(
         activity_count=Count("activities", distinct=True),
         experiment_count=Count("activities__experiment", distinct=True),
     )
@@ -119,7 +105,7 @@ def challenge_list(request: HttpRequest) -> HttpResponse:
 @read_access
 def challenge_clock(request: HttpRequest, slug: str) -> HttpResponse:
     """The shared clock: the experiments x weeks grid, the Gantt timeline and the activities with targets."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = selectors.challenge_for(slug=slug, user=request.user)
     if export_requested(request) and request.GET.get("table") == "activities":
         activities = list(selectors.challenge_activities(challenge=challenge, user=request.user))
         return table_response(
@@ -148,7 +134,7 @@ def challenge_clock(request: HttpRequest, slug: str) -> HttpResponse:
         "activities": [(activity, _targets_with_derivation(activity)) for activity in activities],
         "gantt": gantt,
         "plotly_version": PLOTLY_VERSION,
-        "can_edit": user_is_coordinator(user=request.user),
+        "can_edit": user_may(user=request.user, action="edit"),
         "conflicts": challenge_conflicts(challenge=challenge, user=request.user),
     }
     return render(request, "challenges/challenge_clock.html", context)
@@ -161,7 +147,7 @@ ACTIVITY_COLUMNS = ["name", "experiment", "mode", "kind", "start", "end", "sourc
 def challenge_injection_plans(request: HttpRequest, slug: str) -> HttpResponse:
     """Rucio load injection plans from the clock, the unit they use and the links that give none; ?format=csv is
     the file Rucio's CLI imports."""
-    challenge = get_object_or_404(selectors.challenges_visible(user=request.user), slug=slug)
+    challenge = selectors.challenge_for(slug=slug, user=request.user)
     plans, problems = injection.injection_plans(challenge=challenge, user=request.user)
     if export_requested(request):
         return table_response(
@@ -217,7 +203,7 @@ LOAD_COLUMNS = [
 def challenge_load(request: HttpRequest, slug: str) -> HttpResponse:
     """The site load planner: every site's summed targets per hour against its capacity, and how many experiments
     run at once. ?per=hour on an export lists every hour instead of spans of identical hours."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = selectors.challenge_for(slug=slug, user=request.user)
     table = request.GET.get("table", "load")
     hourly = request.GET.get("per") == "hour"
     if export_requested(request) and table == "concurrency":
@@ -285,7 +271,7 @@ def _calendar_response(body: bytes, filename: str) -> HttpResponse:
 @feed_access
 def challenge_calendar(request: HttpRequest, slug: str) -> HttpResponse:
     """One VEVENT per activity of the challenge."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = selectors.challenge_for(slug=slug, user=request.user)
     body = activities_calendar(
         activities=selectors.challenge_activities(challenge=challenge, user=request.user).order_by("start", "pk"),
         name=challenge.name,
@@ -326,7 +312,7 @@ def _form_page(request: HttpRequest, *, form: Any, title: str, cancel: str, **ex
     return render(request, "challenges/form.html", {"form": form, "title": title, "cancel": cancel, **extra})
 
 
-@coordinator_required
+@action_required("edit")
 def challenge_create(request: HttpRequest) -> HttpResponse:
     form = ChallengeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -336,9 +322,9 @@ def challenge_create(request: HttpRequest) -> HttpResponse:
     return _form_page(request, form=form, title="New challenge", cancel=reverse("challenges:list"))
 
 
-@coordinator_required
+@action_required("edit")
 def challenge_edit(request: HttpRequest, slug: str) -> HttpResponse:
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = selectors.challenge_for(slug=slug, user=request.user, action="edit")
     form = ChallengeForm(request.POST or None, instance=challenge)
     if request.method == "POST" and form.is_valid():
         challenge = form.save()
@@ -348,9 +334,9 @@ def challenge_edit(request: HttpRequest, slug: str) -> HttpResponse:
     return _form_page(request, form=form, title=f"Edit {challenge.name}", cancel=cancel, challenge=challenge)
 
 
-@coordinator_required
+@action_required("edit")
 def activity_create(request: HttpRequest, slug: str) -> HttpResponse:
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = selectors.challenge_for(slug=slug, user=request.user, action="edit")
     form = ActivityForm(request.POST or None, challenge=challenge)
     if request.method == "POST" and form.is_valid():
         activity = form.save()
@@ -360,9 +346,12 @@ def activity_create(request: HttpRequest, slug: str) -> HttpResponse:
     return _form_page(request, form=form, title=f"New activity in {challenge.name}", cancel=cancel, challenge=challenge)
 
 
-@coordinator_required
+@action_required("edit")
 def activity_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    activity = get_object_or_404(Activity.objects.select_related("challenge"), pk=pk, challenge__slug=slug)
+    activity = object_for(
+        queryset=Activity.objects.select_related("challenge"), user=request.user, action="edit", pk=pk,
+        challenge__slug=slug,
+    )  # fmt: skip
     form = ActivityForm(request.POST or None, instance=activity, challenge=activity.challenge)
     if request.method == "POST" and form.is_valid():
         form.save()
@@ -383,19 +372,22 @@ def activity_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 
 @require_POST
-@coordinator_required
+@action_required("edit")
 def activity_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    activity = get_object_or_404(Activity, pk=pk, challenge__slug=slug)
+    activity = object_for(
+        queryset=Activity.objects.all(), user=request.user, action="edit", pk=pk, challenge__slug=slug
+    )
     activity.delete()
     messages.success(request, f"Activity {activity.name} deleted.")
     return redirect("challenges:clock", slug=slug)
 
 
-@coordinator_required
+@action_required("edit")
 def target_create(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    activity = get_object_or_404(
-        Activity.objects.select_related("challenge", "experiment"), pk=pk, challenge__slug=slug
-    )
+    activity = object_for(
+        queryset=Activity.objects.select_related("challenge", "experiment"), user=request.user, action="edit", pk=pk,
+        challenge__slug=slug,
+    )  # fmt: skip
     form = TargetForm(request.POST or None, activity=activity)
     if request.method == "POST" and form.is_valid():
         target = form.save()
@@ -412,13 +404,12 @@ def target_create(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     )
 
 
-@coordinator_required
+@action_required("edit")
 def target_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    target = get_object_or_404(
-        Target.objects.select_related("activity__challenge", "activity__experiment"),
-        pk=pk,
-        activity__challenge__slug=slug,
-    )
+    target = object_for(
+        queryset=Target.objects.select_related("activity__challenge", "activity__experiment"), user=request.user,
+        action="edit", pk=pk, activity__challenge__slug=slug,
+    )  # fmt: skip
     form = TargetForm(request.POST or None, instance=target, activity=target.activity)
     if request.method == "POST" and form.is_valid():
         form.save()
@@ -437,9 +428,12 @@ def target_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 
 @require_POST
-@coordinator_required
+@action_required("edit")
 def target_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    target = get_object_or_404(Target.objects.select_related("activity"), pk=pk, activity__challenge__slug=slug)
+    target = object_for(
+        queryset=Target.objects.select_related("activity"), user=request.user, action="edit", pk=pk,
+        activity__challenge__slug=slug,
+    )  # fmt: skip
     place = target.place
     target.delete()
     messages.success(request, f"Target {place} deleted.")

@@ -14,7 +14,7 @@ from results.services import RECORDS_LOCK, record_rows_store
 from results.store.attribution import records_attribute_moved
 from results.store.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.store.rows import RecordRow
-from sites.roles import user_experiment_ids, user_is_coordinator
+from sites.roles import action_reach
 
 from .optimizer import optimizer_items_ingest
 from .parsers import FORMATS, ItemError, Registry, Skip, parse_fts, parse_perfsonar, parse_rucio
@@ -105,8 +105,8 @@ def ingest_items(
     parse = _parser(format) if format != OPTIMIZER_FORMAT else None
     registry = registry or Registry.load()
     allowed: set[int] | None = None
-    if user is not None and not user_is_coordinator(user=user):
-        allowed = user_experiment_ids(user=user)
+    if user is not None and not (reach := action_reach(user=user, action="send")).every:
+        allowed = set(reach.experiment_ids)  # the access policy's "send": a DDM service its experiment's
     default = next(iter(allowed)) if allowed is not None and len(allowed) == 1 else default_experiment
     result = IngestResult()
     if parse is None:  # FTS optimizer decisions, not records: ingest.optimizer

@@ -109,13 +109,11 @@ def targets_now(*, challenge: Challenge, targets: list[Target], at: datetime) ->
     return board
 
 
-def challenge_site_ids(*, challenge: Challenge, user: Any = None) -> set[int]:
-    """Every site the challenge's plan names (of the activities `user` may read, when given): targets' sites and link
-    ends, activities' sources."""
-    targets = Target.objects.filter(activity__challenge=challenge)
-    activities = challenge.activities.all()  # type: ignore[attr-defined]
-    if user is not None:
-        targets, activities = targets.restrict(user), activities.restrict(user)
+def challenge_site_ids(*, challenge: Challenge, user: Any) -> set[int]:
+    """Every site the challenge's plan names in the activities `user` may read (the access policy: a CMS service's
+    token does not learn the sites only ATLAS's targets use): targets' sites and link ends, activities' sources."""
+    targets = Target.objects.restrict(user).filter(activity__challenge=challenge)
+    activities = Activity.objects.restrict(user).filter(challenge=challenge)
     ids: set[int] = set()
     for site, link_from, link_to in targets.values_list("site_id", "link_from_id", "link_to_id"):
         ids.update(value for value in (site, link_from, link_to) if value)

@@ -16,21 +16,21 @@ from django.utils import timezone
 from common.times import iso_utc
 from common.units import window_text
 from sites.models import Site
-from sites.roles import user_roles, user_site_ids
+from sites.roles import action_reach
 
 from .models import Alert
 
 
-def _refusal(user: Any, doing: str) -> str:
+def _refusal(user: Any, action: str, doing: str) -> str:
     """Why the access policy does not let the user act on this alert, in their role's words."""
-    roles = user_roles(user=user)
-    if not roles or roles <= {"viewer"}:
+    reach = action_reach(user=user, action=action)
+    if not reach:
         return f"Viewers read alerts; {doing} one takes another role."
     parts = []
-    if site_ids := user_site_ids(user=user):
-        names = ", ".join(Site.objects.filter(pk__in=site_ids).order_by("name").values_list("name", flat=True))
+    if reach.site_ids:
+        names = ", ".join(Site.objects.filter(pk__in=reach.site_ids).order_by("name").values_list("name", flat=True))
         parts.append(f"a site admin, those about their own sites ({names})")
-    if "ddm" in roles:
+    if reach.experiment_ids:
         parts.append("a DDM service, those of its experiment")
     allowed = "; ".join(parts) or "no alert"
     return f"This alert is not yours to act on: {doing} an alert takes a coordinator, or {allowed}."
@@ -39,7 +39,7 @@ def _refusal(user: Any, doing: str) -> str:
 def _may_act(alert: Alert, user: Any, action: str) -> None:
     if not Alert.objects.restrict(user, action).filter(pk=alert.pk).exists():
         doing = "acknowledging" if action == "acknowledge" else "silencing"
-        raise PermissionDenied(_refusal(user, doing))
+        raise PermissionDenied(_refusal(user, action, doing))
 
 
 def _length_text(seconds: int) -> str:

@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet
 
 from challenges.selectors import challenges_visible
 from sites.models import Experiment, Site
-from sites.roles import experiments_visible, token_scope_of, user_is_coordinator
+from sites.roles import action_reach, token_scope_of, user_may
 
 from .delivery import subscription_deliveries_create
 from .models import Alert, AlertDelivery, AlertSubscription
@@ -27,7 +27,7 @@ def subscriptions_visible_to(*, user: Any) -> QuerySet[AlertSubscription]:
     queryset = AlertSubscription.objects.select_related(
         "challenge", "created_by", "scope_site", "scope_experiment"
     ).prefetch_related("experiments", "sites")
-    return queryset if user_is_coordinator(user=user) else queryset.filter(created_by=user)
+    return queryset if user_may(user=user, action="manage") else queryset.filter(created_by=user)
 
 
 def deliveries_visible_to(*, user: Any) -> QuerySet[AlertDelivery]:
@@ -36,14 +36,16 @@ def deliveries_visible_to(*, user: Any) -> QuerySet[AlertDelivery]:
     queryset = AlertDelivery.objects.select_related("subscription").filter(
         alert__in=Alert.objects.restrict(user, "view")
     )
-    return queryset if user_is_coordinator(user=user) else queryset.filter(subscription__created_by=user)
+    return queryset if user_may(user=user, action="manage") else queryset.filter(subscription__created_by=user)
 
 
 def _scope_problems(*, user: Any, fields: dict[str, Any]) -> None:
-    """Refuse (PermissionDenied) experiments the user may not read; a challenge they may not read is unknown."""
-    if user_is_coordinator(user=user):
+    """Refuse (PermissionDenied) experiments the user may not subscribe to (the access policy's "subscribe": those it
+    reads); a challenge they may not read is unknown."""
+    reach = action_reach(user=user, action="subscribe")
+    if reach.every:
         return
-    visible = experiments_visible(user=user)
+    visible = Experiment.objects.filter(pk__in=reach.experiment_ids)
     asked = fields.get("experiments") or []
     readable_ids = set(visible.filter(pk__in=[experiment.pk for experiment in asked]).values_list("pk", flat=True))
     hidden = sorted(experiment.name for experiment in asked if experiment.pk not in readable_ids)

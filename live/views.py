@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from challenges.selectors import challenges_visible
+from challenges.selectors import challenge_for
 from challenges.views import read_access
 from common.units import rate_text
 
@@ -45,7 +45,7 @@ def sparkline(points: list[dict[str, Any]], target_rate: float) -> dict[str, Any
 
 
 def _board_context(request: HttpRequest, slug: str) -> dict[str, Any]:
-    challenge = get_object_or_404(challenges_visible(user=request.user), slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     board = now_board(challenge=challenge, user=request.user)
     for row in board["targets"]:
         row["spark"] = sparkline(row["trend"], row["target_rate"]) if row["trend"] else None
@@ -80,7 +80,7 @@ def challenge_now(request: HttpRequest, slug: str) -> HttpResponse:
 @read_access
 def challenge_links_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The link panel: every link's rates against its target, FTS's optimizer, what limits it, its failures."""
-    challenge = get_object_or_404(challenges_visible(user=request.user), slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     panel = challenge_links(challenge=challenge, user=request.user, window_errors=True)
     return render(request, "live/links.html", {"challenge": challenge, "panel": panel})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from sites.roles import user_is_coordinator
+from sites.roles import user_may
 
 
 class PortalAdminSite(admin.AdminSite):
@@ -13,4 +13,4 @@ class PortalAdminSite(admin.AdminSite):
     site_title = "Data Challenge Portal"
 
     def has_permission(self, request: HttpRequest) -> bool:
-        return user_is_coordinator(user=request.user)
+        return user_may(user=request.user, action="manage")

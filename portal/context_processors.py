@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from sites.roles import user_is_coordinator
+from sites.roles import user_may
 
 
 def roles(request: HttpRequest) -> dict[str, bool]:
     user = getattr(request, "user", None)
-    return {"is_coordinator": bool(user and user.is_authenticated and user_is_coordinator(user=user))}
+    return {"is_coordinator": bool(user and user.is_authenticated and user_may(user=user, action="manage"))}

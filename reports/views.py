@@ -14,11 +14,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from challenges.models import Challenge
+from challenges.selectors import challenge_for
 from challenges.views import read_access
 from common.exports import export_requested, table_response
 from common.times import iso_utc
 from sites.models import Site
-from sites.roles import sites_editable_by, user_is_coordinator
+from sites.roles import action_reach, sites_for
 
 from . import permissions, selectors, services
 from .forms import ReportForms
@@ -39,7 +40,7 @@ def _report(request: HttpRequest, slug: str, pk: int) -> SiteReport:
 def report_list(request: HttpRequest, slug: str) -> HttpResponse:
     """The challenge's reports (drafts only to their site's admins and coordinators), and the sites the user may
     still write one for."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     reports = list(
         permissions.reports_readable_by(user=request.user, queryset=SiteReport.objects.filter(challenge=challenge))
         .select_related("site")
@@ -47,7 +48,7 @@ def report_list(request: HttpRequest, slug: str) -> HttpResponse:
         .order_by("site__name")
     )
     reported = set(SiteReport.objects.filter(challenge=challenge).values_list("site_id", flat=True))
-    writable = sites_editable_by(user=request.user).exclude(pk__in=reported).order_by("name")
+    writable = sites_for(user=request.user, action="report").exclude(pk__in=reported).order_by("name")
     context = {
         "challenge": challenge,
         "reports": reports,
@@ -122,12 +123,12 @@ def report_create(request: HttpRequest, slug: str) -> HttpResponse:
     """A new report of ?site=NAME (or of the one site the user administers)."""
     if (login := _login_first(request)) is not None:
         return login
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     name = request.GET.get("site", "").strip()
-    editable = sites_editable_by(user=request.user)
+    editable = sites_for(user=request.user, action="report")
     if name:
         site = get_object_or_404(Site, name=name)
-    elif not user_is_coordinator(user=request.user) and editable.count() == 1:
+    elif not action_reach(user=request.user, action="report").every and editable.count() == 1:
         site = editable.get()
     else:
         raise Http404("say which site: ?site=NAME")
@@ -188,7 +189,7 @@ def report_step(request: HttpRequest, slug: str, pk: int, step: str) -> HttpResp
 def challenge_outages(request: HttpRequest, slug: str) -> HttpResponse:
     """Every outage of the challenge's readable reports; ?format=csv|json exports them (times ISO 8601 UTC,
     durations in seconds)."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     outages = list(selectors.challenge_outages(challenge=challenge, user=request.user))
     rows = [
         {

@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
 
 from challenges.models import Challenge, Target
+from challenges.selectors import challenge_for
 from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
 from common.times import iso_utc
@@ -222,7 +223,7 @@ def challenge_list(request: HttpRequest) -> HttpResponse:
 @read_access
 def challenge_rates(request: HttpRequest, slug: str) -> HttpResponse:
     """Target versus achieved: one row per target, filtered by ?experiment=, ?activity=, ?site=."""
-    challenge = get_object_or_404(Challenge.objects.select_related("compare_with"), slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user, queryset=Challenge.objects.select_related("compare_with"))
     filters = _filters(request, FILTERS)
     rates = selectors.challenge_rates(challenge=challenge, user=request.user, **filters)
     if export_requested(request):
@@ -388,7 +389,7 @@ def challenge_compare(request: HttpRequest, slug: str) -> HttpResponse:
     """The rows of this challenge beside those of the one it compares with, matched by experiment, mode, site or
     link and direction, with the ratio of the stable rates (of the averages when either lacks one). Rows without
     a match are shown on their own side. ?experiment= and ?site= filter both challenges."""
-    challenge = get_object_or_404(Challenge.objects.select_related("compare_with"), slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user, queryset=Challenge.objects.select_related("compare_with"))
     earlier_challenge = challenge.compare_with
     if earlier_challenge is None:
         raise Http404("this challenge is not set to compare with an earlier one")

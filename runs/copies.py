@@ -19,8 +19,6 @@ from django.db import transaction
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
-from sites.roles import user_is_coordinator
-
 from . import dispatch
 from .choices import RUN_ENDED, CopiesState, FileState
 from .models import Run, RunFile
@@ -48,7 +46,7 @@ def run_copies_settle(run: Run) -> None:
 
 def run_copies_delete(run: Run, *, user: Any, system: bool = False) -> Run:
     """Delete the copies of an ended run that kept them (or whose clean-up failed): coordinators only."""
-    if not system and not user_is_coordinator(user=user):
+    if not system and not Run.objects.restrict(user, "cancel").filter(pk=run.pk).exists():
         raise PermissionDenied("Only coordinators delete a run's copies.")
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)

@@ -5,11 +5,12 @@ comparison with the challenge's earlier one (?table=compare)."""
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from challenges.choices import ActivityKind
 from challenges.models import Challenge
+from challenges.selectors import challenge_for
 from challenges.views import read_access
 from common.exports import export_requested, table_response
 
@@ -37,7 +38,7 @@ def _tables(request: HttpRequest, challenge: Challenge) -> dict[str, list[dict[s
 @require_GET
 @read_access
 def challenge_probes(request: HttpRequest, slug: str) -> HttpResponse:
-    challenge = get_object_or_404(Challenge.objects.select_related("compare_with"), slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user, queryset=Challenge.objects.select_related("compare_with"))
     runs = _runs(request, challenge)
     tables = probe_tables(runs)
     tape = tape_table(runs)

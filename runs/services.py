@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from challenges.models import Activity
 from sites.models import Site
-from sites.roles import user_is_coordinator
+from sites.roles import user_may
 
 from . import dispatch
 from .choices import RUN_ENDED, CopiesState, FileState, RunState
@@ -21,6 +21,13 @@ from .copies import run_copies_settle
 from .limits import prepare_task_limits
 from .models import Run, RunFile
 from .parameters import KIND_PARAMETERS, run_plan
+
+
+def _may_start(*, user: Any, activity: Activity | None) -> bool:
+    """The access policy's "start": of an activity the user reads, or an ad hoc run (of no activity)."""
+    if activity is None:
+        return user_may(user=user, action="start")
+    return bool(Activity.objects.restrict(user, "start").filter(pk=activity.pk).exists())
 
 
 def run_start(
@@ -39,7 +46,7 @@ def run_start(
     transaction commits. `trigger="schedule"` is the clock's own start (no user), `trigger="sweep"` a sweep's step
     (its coordinator was checked when the sweep was made). `site`: the site whose worker runs the probe's client
     (a sweep's link is measured from its source), instead of the plan's."""
-    if trigger not in ("schedule", "sweep") and not user_is_coordinator(user=user):
+    if trigger not in ("schedule", "sweep") and not _may_start(user=user, activity=activity):
         raise PermissionDenied("Only coordinators start runs.")
     if activity is None and not kind:
         raise ValidationError({"kind": ["give an activity to run, or the kind of an ad hoc run"]})
@@ -101,7 +108,7 @@ def run_directory_new(run_id: int) -> str:
 def run_cancel(run: Run, *, user: Any, message: str = "", system: bool = False) -> Run:
     """Cancel a run: its queued files are cancelled at once, copies in flight are aborted by their workers (which
     watch the run's state) and end as cancelled. Coordinators only; an ended run cannot be cancelled."""
-    if not system and not user_is_coordinator(user=user):
+    if not system and not Run.objects.restrict(user, "cancel").filter(pk=run.pk).exists():
         raise PermissionDenied("Only coordinators cancel runs.")
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)

@@ -10,13 +10,11 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages as flash
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -24,13 +22,15 @@ from django_htmx.middleware import HtmxDetails
 
 from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge
+from challenges.selectors import challenge_for
 from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response
 from common.units import duration_text, is_whole_number
 from results.active_rates import active_rates
 from results.matrix.cells import link_matrix
 from results.models import TransferRecord
-from sites.roles import user_is_coordinator
+from sites.roles import object_for, user_may
+from sites.views import action_required
 
 from . import selectors
 from .choices import RUN_ENDED, CopiesState, FileState, RunState
@@ -60,17 +60,11 @@ POLL_SECONDS = 2
 COPIES_POLL = timedelta(minutes=15)
 
 
-def _run_or_404(request: HttpRequest, pk: int) -> Run:
-    """The run, if this user may read it (a DDM token reads its own experiment's runs only)."""
-    return get_object_or_404(selectors.runs_visible_to(user=request.user), pk=pk)
-
-
-def _coordinator_or_refuse(request: HttpRequest, what: str) -> HttpResponseBase | None:
-    if not request.user.is_authenticated:
-        return redirect_to_login(request.get_full_path())
-    if not user_is_coordinator(user=request.user):
-        raise PermissionDenied(f"only coordinators {what}")
-    return None
+def _run_or_404(request: HttpRequest, pk: int, action: str = "view") -> Run:
+    """The run, if this user may read it (a DDM token reads its own experiment's runs only; 404), and take `action` on
+    it (403)."""
+    runs = Run.objects.select_related("activity__challenge", "activity__experiment", "created_by")
+    return object_for(queryset=runs, user=request.user, action=action, pk=pk)  # type: ignore[no-any-return]
 
 
 def copies_settling(run: Run, *, now: datetime) -> bool:
@@ -149,7 +143,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         _progress_context(run)
         | _results_context(run)
         | {
-            "can_run": user_is_coordinator(user=request.user),
+            "can_run": user_may(user=request.user, action="start"),
             "records": records,
             "records_query": urlencode(records) if records else None,
             "recalls": [pk for pk in (run.parameters or {}).get("recalls_runs", []) if isinstance(pk, int)],
@@ -168,19 +162,17 @@ def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     the run measured (out of band: the sections below it), and it stops asking when the run's copies are kept or
     deleted."""
     run = _run_or_404(request, pk)
-    context = _progress_context(run) | {"can_run": user_is_coordinator(user=request.user)}
+    context = _progress_context(run) | {"can_run": user_may(user=request.user, action="start")}
     if context["ended"]:
         context |= _results_context(run) | {"results_out_of_band": True}
     return render(request, "runs/run_progress.html", context)
 
 
 @require_POST
+@action_required("cancel")
 def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
     """Cancel (coordinators): queued files are cancelled, copies in flight aborted."""
-    refused = _coordinator_or_refuse(request, "cancel runs")
-    if refused is not None:
-        return refused
-    run = _run_or_404(request, pk)
+    run = _run_or_404(request, pk, "cancel")
     error = None
     try:
         run = run_cancel_service(run, user=request.user)
@@ -195,12 +187,10 @@ def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
 
 
 @require_POST
+@action_required("cancel")
 def run_copies_delete(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Delete the copies an ended run kept (coordinators); a worker deletes them and the page then says so."""
-    refused = _coordinator_or_refuse(request, "delete a run's copies")
-    if refused is not None:
-        return refused
-    run = _run_or_404(request, pk)
+    run = _run_or_404(request, pk, "cancel")
     try:
         copies_delete_service(run, user=request.user)
     except DjangoValidationError as exc:
@@ -316,7 +306,7 @@ def challenge_runs_queryset(*, request: HttpRequest, challenge: Challenge) -> Qu
 @read_access
 def challenge_runs(request: HttpRequest, slug: str) -> HttpResponse:
     """The runs of a challenge's activities, newest first, 50 a page; ?state= filters; CSV/JSON export."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     queryset = challenge_runs_queryset(request=request, challenge=challenge)
     if export_requested(request):
         sites = SiteNames()
@@ -330,7 +320,7 @@ def challenge_runs(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": [(run, run_row(run, sites=sites)) for run in page],
         "state": request.GET.get("state", ""),
         "states": RunState.choices,
-        "can_run": user_is_coordinator(user=request.user),
+        "can_run": user_may(user=request.user, action="start"),
     }
     return render(request, "runs/run_list.html", context)
 
@@ -362,14 +352,13 @@ class RunForm(forms.Form):
         return {name: value for name, value in self.cleaned_data.items() if value not in (None, "")}
 
 
+@action_required("start")
 def activity_run(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
     """Run an activity now (coordinators), optionally with other file count, size, concurrency or copy mode."""
-    refused = _coordinator_or_refuse(request, "start runs")
-    if refused is not None:
-        return refused
-    activity = get_object_or_404(
-        Activity.objects.select_related("challenge", "experiment", "source"), pk=pk, challenge__slug=slug
-    )
+    activity = object_for(
+        queryset=Activity.objects.select_related("challenge", "experiment", "source"), user=request.user,
+        action="start", pk=pk, challenge__slug=slug,
+    )  # fmt: skip
     form = RunForm(request.POST or None, activity=activity)
     if request.method == "POST" and form.is_valid():
         try:

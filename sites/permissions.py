@@ -1,9 +1,11 @@
-"""DRF permissions of the portal's API, from the roles of sites.roles.
+"""DRF permissions of the portal's API: the access policy of sites.roles (its POLICY table) at the API's doors.
 
 Reading needs an authenticated user (any role, or none). Writing the registry: coordinators everything; a site
 admin changes their own sites' fields and adds or changes the endpoints, network hosts and capacity of their
-sites, but never creates or deletes a site or touches an experiment; DDM services and viewers write nothing.
-Which rows a write may reach is decided by the querysets (`scope_for_write`), so another site's row is a 404.
+sites, but never creates or deletes a site or touches an experiment; DDM services and viewers write nothing (the
+policy's "register" action). Which rows a write may reach is decided by the querysets (`scope_for_write`), so
+another site's row is a 404. The plan and what acts on it (runs, sweeps, imports) take the policy's action that the
+view names (`PlanPermission.policy_actions`), row by row through `restrict(user, action)`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from rest_framework.request import Request
 from common.units import is_whole_number
 
 from .models import Experiment, Site
-from .roles import user_experiment_ids, user_is_coordinator, user_site_ids
+from .roles import action_reach, action_refusal, user_may
 
 # Viewset actions by HTTP method, for views that are not viewsets.
 _ACTIONS_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "partial_update", "DELETE": "destroy"}
@@ -69,7 +71,7 @@ def site_in_request_allowed(*, request: Request, user: Any) -> bool:
     if not isinstance(data, Mapping):
         return False
     named = _sites_named(data.get("site"))
-    return named is not None and named <= user_site_ids(user=user)
+    return named is not None and named <= action_reach(user=user, action="register").site_ids
 
 
 class IsCoordinator(BasePermission):
@@ -78,7 +80,7 @@ class IsCoordinator(BasePermission):
     message = "Only coordinators may do this."
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        return user_is_coordinator(user=request.user)
+        return user_may(user=request.user, action="manage")
 
 
 class RegistryPermission(BasePermission):
@@ -93,9 +95,10 @@ class RegistryPermission(BasePermission):
         user = request.user
         if not (user and user.is_authenticated):
             return False
-        if request.method in SAFE_METHODS or user_is_coordinator(user=user):
+        reach = action_reach(user=user, action="register")
+        if request.method in SAFE_METHODS or reach.every:
             return True
-        if not user_site_ids(user=user):
+        if not reach.site_ids:
             return False
         model, action = _view_model(view), _action(request, view)
         if model is Site:
@@ -108,9 +111,10 @@ class RegistryPermission(BasePermission):
 
     def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
         user = request.user
-        if request.method in SAFE_METHODS or user_is_coordinator(user=user):
+        reach = action_reach(user=user, action="register")
+        if request.method in SAFE_METHODS or reach.every:
             return True
-        site_ids, action = user_site_ids(user=user), _action(request, view)
+        site_ids, action = reach.site_ids, _action(request, view)
         if isinstance(obj, Site):
             return action in self.site_actions and obj.pk in site_ids
         if isinstance(obj, Experiment) or action not in self.child_actions:
@@ -125,17 +129,18 @@ class RegistryPermission(BasePermission):
 def scope_for_write(*, queryset: QuerySet[Any], user: Any, site_lookup: str) -> QuerySet[Any]:
     """The rows of `queryset` the user may change: all for a coordinator, those whose site (reached by
     `site_lookup`, e.g. "site" or "pk" for sites themselves) they administer for anyone else."""
-    if user_is_coordinator(user=user):
+    reach = action_reach(user=user, action="register")
+    if reach.every:
         return queryset
-    return queryset.filter(**{f"{site_lookup}__in": user_site_ids(user=user)})
+    return queryset.filter(**{f"{site_lookup}__in": reach.site_ids})
 
 
 def experiment_allowed(*, user: Any, experiment: Experiment | int) -> bool:
-    """Whether the user may ingest records of the experiment: a coordinator, or its DDM service."""
-    if user_is_coordinator(user=user):
-        return True
+    """Whether the user may ingest records of the experiment (the access policy's "send"): a coordinator, or its DDM
+    service."""
+    reach = action_reach(user=user, action="send")
     experiment_id = experiment if isinstance(experiment, int) else experiment.pk
-    return experiment_id in user_experiment_ids(user=user)
+    return reach.every or experiment_id in reach.experiment_ids
 
 
 class DdmExperimentPermission(BasePermission):
@@ -148,7 +153,7 @@ class DdmExperimentPermission(BasePermission):
         user = request.user
         if not (user and user.is_authenticated):
             return False
-        return request.method in SAFE_METHODS or user_is_coordinator(user=user) or bool(user_experiment_ids(user=user))
+        return request.method in SAFE_METHODS or user_may(user=user, action="send")
 
     def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
         if request.method in SAFE_METHODS:
@@ -158,9 +163,32 @@ class DdmExperimentPermission(BasePermission):
 
 
 class PlanPermission(BasePermission):
-    """Everyone logged in reads; coordinators write."""
+    """Everyone logged in reads; a write takes the access policy's action that `policy_actions` names for the view's
+    action (`write_action` for the others): the actor must hold a role that may take it (403), and on the row it
+    writes, `Model.objects.restrict(user, action)` must keep that row (403; a row it does not read is a 404 before)."""
+
+    write_action = "edit"
+    policy_actions: Mapping[str, str] = {}
+
+    def policy_action(self, request: Request, view: Any) -> str:
+        return self.policy_actions.get(_action(request, view) or "", self.write_action)
 
     def has_permission(self, request: Request, view: Any) -> bool:
         if not (request.user and request.user.is_authenticated):
             return False
-        return request.method in SAFE_METHODS or user_is_coordinator(user=request.user)
+        if request.method in SAFE_METHODS:
+            return True
+        action = self.policy_action(request, view)
+        if user_may(user=request.user, action=action):
+            return True
+        self.message = getattr(type(self), "message", None) or action_refusal(user=request.user, action=action)
+        return False
+
+    def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
+        if request.method in SAFE_METHODS:
+            return True
+        action = self.policy_action(request, view)
+        rows = getattr(type(obj)._default_manager, "restrict", None)
+        if rows is None:  # a model without an experiment: the role decides
+            return user_may(user=request.user, action=action)
+        return bool(rows(request.user, action).filter(pk=obj.pk).exists())

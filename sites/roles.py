@@ -1,8 +1,14 @@
-"""Who may do what: the roles a user holds (selectors) and granting them (services).
+"""Who may do what, the access policy of the whole portal: the roles a user holds (selectors), granting them
+(services), and POLICY, the one table of which role may take which action on which rows.
 
 coordinator: everything (superusers count as coordinators). site-admin: edits the registry rows of the sites of
-their memberships. ddm: a service scoped to one experiment (ingests its transfer records, reads the rest).
-viewer: reads. An authenticated user without any membership reads like a viewer.
+their memberships, writes their reports, acts on the alerts about them. ddm: a service scoped to one experiment (reads
+its plan, sends its records, acts on its alerts). viewer: reads. An authenticated user without any membership reads
+like a viewer. The actor is the user and its token's scope together: a token issued with one role acts with that
+role alone (a superuser's too), and what it makes keeps that scope (`actor_scoped`).
+
+Every page, export, feed and API asks this module: `Model.objects.restrict(user, action)` for rows, `object_for` to
+load one (404 unseen, 403 seen but not allowed), `user_may`/`action_reach` where there is no row.
 
 A user's memberships are read once per user object and kept on it (as NetBox keeps object permissions), so
 the permission checks of one request cost one query; the services below drop that cache when they change it.
@@ -14,9 +20,10 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
+from django.http import Http404
 
 from .choices import Role
 from .models import Experiment, Membership, Site
@@ -90,11 +97,9 @@ def _forget(user: Any) -> None:
 
 
 def user_is_coordinator(*, user: Any) -> bool:
-    """Whether the user may do everything: a superuser or a holder of the coordinator role."""
-    if user is None or not user.is_authenticated or not user.is_active:
-        return False
-    superuser = bool(user.is_superuser) and not getattr(user, _SCOPED_ATTRIBUTE, False)
-    return superuser or any(grant.role == Role.COORDINATOR for grant in _grants(user))
+    """Whether the actor may do everything: a superuser (unless a token limits it) or a holder of the coordinator
+    role. The policy's own test: everywhere else ask `user_may(user=, action=)` or `restrict(user, action)`."""
+    return any(grant.role == Role.COORDINATOR for grant in _actor_grants(user))
 
 
 def user_site_ids(*, user: Any) -> set[int]:
@@ -111,20 +116,21 @@ def user_experiment_ids(*, user: Any) -> set[int]:
 
 
 def user_roles(*, user: Any) -> set[str]:
-    """The roles the user holds; a superuser holds coordinator; an authenticated user with none is a viewer."""
-    if user is None or not user.is_authenticated:
-        return set()
-    roles = {grant.role for grant in _grants(user)}
-    if user.is_superuser:
-        roles.add(Role.COORDINATOR.value)
-    return roles or {Role.VIEWER.value}
+    """The roles the actor holds; a superuser holds coordinator (not through a token scoped to another role); an
+    authenticated user with none is a viewer."""
+    return {str(grant.role) for grant in _actor_grants(user)}
 
 
 def sites_editable_by(*, user: Any) -> QuerySet[Site]:
     """The sites whose registry rows the user may change: all for a coordinator, their own for a site admin."""
-    if user_is_coordinator(user=user):
-        return Site.objects.all()
-    return Site.objects.filter(pk__in=user_site_ids(user=user))
+    return sites_for(user=user, action="register")
+
+
+def sites_for(*, user: Any, action: str) -> QuerySet[Site]:
+    """The sites the actor may take `action` about (sites.models sits below this module, so Site has no restrict() of
+    its own: this is it): every site when its reach is every row, else those of its site-admin grants."""
+    reach = action_reach(user=user, action=action)
+    return Site.objects.all() if reach.every else Site.objects.filter(pk__in=reach.site_ids)
 
 
 def membership_scope_problem(*, role: str, site: Site | None, experiment: Experiment | None) -> str | None:
@@ -171,10 +177,22 @@ def membership_revoke(*, user: Any, role: str, site: Site | None = None, experim
 
 
 def visible_experiment_ids(user: Any) -> set[int] | None:
-    """The experiments whose plans the user may read: None for all; a DDM service sees its own only."""
-    if user_is_coordinator(user=user) or user_roles(user=user) - {"ddm"}:
+    """The experiments whose plans the user may read: None for all; a DDM service sees its own only. The pages
+    decide whether an anonymous caller reads at all (ANONYMOUS_READ): when they let one in, it reads everything."""
+    if user is None or not user.is_authenticated:
         return None
-    return user_experiment_ids(user=user) if "ddm" in user_roles(user=user) else None
+    reach = action_reach(user=user, action="view")
+    return None if reach.every else set(reach.experiment_ids)
+
+
+def experiment_ids_read(*, user: Any, chosen: Experiment | None = None) -> set[int] | None:
+    """The ids of the experiments whose rows the user reads, for SQL that takes them (the matrix, the failures):
+    None for every row (no filter), narrowed to the experiment the reader `chosen`; one they may not read selects
+    nothing."""
+    visible = visible_experiment_ids(user)
+    if chosen is None:
+        return visible
+    return {chosen.pk} if visible is None or chosen.pk in visible else set()
 
 
 def experiments_visible(*, user: Any) -> QuerySet[Experiment]:
@@ -186,50 +204,143 @@ def experiments_visible(*, user: Any) -> QuerySet[Experiment]:
 
 
 class ExperimentRestrictedQuerySet(models.QuerySet[Any]):
-    """A queryset that restricts itself to what a user may read (NetBox's `RestrictedQuerySet.restrict(user,
-    action)` shape), for every model whose rows belong to an experiment: `experiment_field` names the path to it
-    (`experiment_id`, `activity__experiment_id`). The one rule, visible_experiment_ids, is this module's; writes
-    are decided by the DRF permissions and the services."""
+    """A queryset that restricts itself to what a user may do (NetBox's `RestrictedQuerySet.restrict(user, action)`
+    shape), for every model whose rows belong to an experiment: `experiment_field` names the path to it
+    (`experiment_id`, `activity__experiment_id`), `site_fields` the paths to the sites a row is about (a site admin
+    acts on those). `restrict(user)` reads; `restrict(user, action)` keeps the rows read that the POLICY table lets
+    the actor take the action on (none for an action its roles do not have)."""
 
     experiment_field = "experiment_id"
     # True where the path crosses a one-to-many relation (a challenge's activities): each row is kept once.
     experiment_field_many = False
+    site_fields: tuple[str, ...] = ()
 
     def restrict(self, user: Any, action: str = "view") -> Any:
-        if action != "view":
-            raise ValueError(f"restrict() decides reading only, not {action!r}: writes go through the services")
+        reach = action_reach(user=user, action=action)  # refuses an action the policy does not know
         visible = visible_experiment_ids(user)
-        if visible is None:
-            return self
-        restricted = self.filter(**{f"{self.experiment_field}__in": visible})
-        return restricted.distinct() if self.experiment_field_many else restricted
+        rows = self if visible is None else self.filter(**{f"{self.experiment_field}__in": visible})
+        if action != "view" and not reach.every:
+            allowed = Q()
+            if reach.site_ids:
+                for field in self.site_fields:
+                    allowed |= Q(**{f"{field}__in": reach.site_ids})
+            if reach.experiment_ids:
+                allowed |= Q(**{f"{self.experiment_field}__in": reach.experiment_ids})
+            rows = rows.filter(allowed) if allowed else rows.none()
+        narrowed = visible is not None or (action != "view" and not reach.every)
+        return rows.distinct() if self.experiment_field_many and narrowed else rows
 
 
 class ActivityExperimentQuerySet(ExperimentRestrictedQuerySet):
-    """Rows that belong to an experiment through their activity (targets, runs)."""
+    """Rows that belong to an experiment through their activity (targets, runs, sweeps)."""
 
     experiment_field = "activity__experiment_id"
 
 
 class ExperimentSiteRestrictedQuerySet(ExperimentRestrictedQuerySet):
-    """Rows of an experiment that are also about sites (an alert: its site, the ends of its link), which people act
-    on (acknowledge, silence). Read as every experiment's rows; acted on, of the rows the user reads, by a
-    coordinator (every one), a DDM service (its experiment's) and a site admin (those about one of their sites, by
-    any of `site_fields`), never by a viewer, whatever the row."""
+    """Rows of an experiment that are also about sites (an alert: its site, the ends of its link), which site admins
+    act on (acknowledge, silence) when one of `site_fields` is one of their sites."""
 
     site_fields: tuple[str, ...] = ("site_id",)
-    act_actions = frozenset({"acknowledge", "silence"})
 
-    def restrict(self, user: Any, action: str = "view") -> Any:
-        if action not in self.act_actions:
-            return super().restrict(user, action)
-        readable = super().restrict(user, "view")
-        if user_is_coordinator(user=user):
-            return readable
-        allowed = Q()
-        if site_ids := user_site_ids(user=user):
-            for field in self.site_fields:
-                allowed |= Q(**{f"{field}__in": site_ids})
-        if experiment_ids := user_experiment_ids(user=user):
-            allowed |= Q(**{f"{self.experiment_field}__in": experiment_ids})
-        return readable.filter(allowed) if allowed else readable.none()
+
+# --- the access policy: who may do what, to which rows ---------------------------------------------------------
+
+# How far a role's grant reaches for an action: every row the actor reads, the rows of the experiment a DDM
+# service serves, or the rows about the site a site admin administers.
+EVERY = "every"
+EXPERIMENT = "experiment"
+SITE = "site"
+
+# The one table of the access policy: for each action, the roles that may take it and how far it reaches. "view"
+# is decided by visible_experiment_ids (a DDM service reads its experiment's plan, everyone else every plan); every
+# other action is taken only on rows the actor also reads. A role absent from an action's row may not take it.
+POLICY: dict[str, dict[str, str]] = {
+    "view": {Role.COORDINATOR: EVERY, Role.SITE_ADMIN: EVERY, Role.DDM: EXPERIMENT, Role.VIEWER: EVERY},
+    "start": {Role.COORDINATOR: EVERY},  # runs and sweeps
+    "cancel": {Role.COORDINATOR: EVERY},  # runs (and their copies) and sweeps
+    "import": {Role.COORDINATOR: EVERY},  # a plan document, or a new challenge
+    "edit": {Role.COORDINATOR: EVERY},  # the plan: challenges, activities, targets, failure rules
+    "acknowledge": {Role.COORDINATOR: EVERY, Role.DDM: EXPERIMENT, Role.SITE_ADMIN: SITE},
+    "silence": {Role.COORDINATOR: EVERY, Role.DDM: EXPERIMENT, Role.SITE_ADMIN: SITE},
+    "subscribe": {Role.COORDINATOR: EVERY, Role.SITE_ADMIN: EVERY, Role.DDM: EXPERIMENT, Role.VIEWER: EVERY},
+    "send": {Role.COORDINATOR: EVERY, Role.DDM: EXPERIMENT},  # transfer records and FTS optimizer decisions
+    "register": {Role.COORDINATOR: EVERY, Role.SITE_ADMIN: SITE},  # a site's registry rows: its fields, endpoints...
+    "report": {Role.COORDINATOR: EVERY, Role.SITE_ADMIN: SITE},  # write a site's report, comment on it
+    "review": {Role.COORDINATOR: EVERY},  # accept a report, or ask for changes
+    "manage": {Role.COORDINATOR: EVERY},  # the registry, roles and tokens, everyone's subscriptions, the admin
+}
+ACTIONS = tuple(POLICY)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Which rows an actor may take an action on: every row it reads, or those of these experiments or about these
+    sites (nothing when all three are empty)."""
+
+    every: bool = False
+    experiment_ids: frozenset[int] = frozenset()
+    site_ids: frozenset[int] = frozenset()
+
+    def __bool__(self) -> bool:
+        return self.every or bool(self.experiment_ids) or bool(self.site_ids)
+
+
+def _actor_grants(user: Any) -> tuple[Grant, ...]:
+    """The grants an actor acts with: its memberships (or its token's one), a superuser's coordinator powers unless
+    a token limits it, and a viewer's for an authenticated user holding none."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return ()
+    grants = _grants(user)
+    if user.is_superuser and not getattr(user, _SCOPED_ATTRIBUTE, False):
+        grants = (*grants, Grant(Role.COORDINATOR, None, None))
+    return grants or (Grant(Role.VIEWER, None, None),)
+
+
+def action_reach(*, user: Any, action: str) -> Reach:
+    """How far the actor (the user, limited to its token's scope when it calls with one) may take `action`: the union
+    of what each of its grants reaches by the POLICY table. ValueError for an action the policy does not know."""
+    if action not in POLICY:
+        raise ValueError(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
+    rule = POLICY[action]
+    experiment_ids: set[int] = set()
+    site_ids: set[int] = set()
+    for grant in _actor_grants(user):
+        reach = rule.get(Role(grant.role))
+        if reach == EVERY:
+            return Reach(every=True)
+        if reach == EXPERIMENT and grant.experiment_id is not None:
+            experiment_ids.add(grant.experiment_id)
+        if reach == SITE and grant.site_id is not None:
+            site_ids.add(grant.site_id)
+    return Reach(experiment_ids=frozenset(experiment_ids), site_ids=frozenset(site_ids))
+
+
+def user_may(*, user: Any, action: str) -> bool:
+    """Whether the actor may take `action` on anything at all (a page shows its button, a form opens): which rows,
+    `Model.objects.restrict(user, action)` says."""
+    return bool(action_reach(user=user, action=action))
+
+
+def action_refusal(*, user: Any, action: str) -> str:
+    """Why the access policy does not let the actor take `action` on a row, in the words of the POLICY table."""
+    rule = POLICY.get(action, {})
+    mine = {Role(grant.role) for grant in _actor_grants(user)}
+    roles = [role for role in Role if role in rule]
+    if not mine:
+        return f"log in to {action}"
+    reach_words = {EVERY: "", EXPERIMENT: " (those of its experiment)", SITE: " (those about their own sites)"}
+    allowed = ", ".join(f"{role.label}{reach_words[rule[role]]}" for role in roles) or "nobody"
+    held = ", ".join(sorted(role.label for role in mine))
+    return f"{action}: your role ({held}) may not do this here; it takes a {allowed}"
+
+
+def object_for(*, queryset: Any, user: Any, action: str = "view", **lookup: Any) -> Any:
+    """The one row of `queryset` (a restricting queryset) matching `lookup`, loaded for the actor and `action`: a 404
+    when the actor may not read it, a 403 when it reads it but may not take the action on it."""
+    found = queryset.restrict(user, "view").filter(**lookup).first()
+    if found is None:
+        raise Http404(f"no {queryset.model._meta.verbose_name} matches the given query")
+    if action != "view" and not queryset.restrict(user, action).filter(pk=found.pk).exists():
+        raise PermissionDenied(action_refusal(user=user, action=action))
+    return found

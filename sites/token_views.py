@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from .choices import Role
 from .models import ApiToken, Experiment, Site
-from .roles import membership_scope_problem, user_is_coordinator
+from .roles import membership_scope_problem, user_may
 from .tokens import token_issue, token_revoke, tokens_for_listing
 
 View = Callable[..., HttpResponse]
@@ -29,7 +29,7 @@ def coordinator_required(view: View) -> View:
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not user_is_coordinator(user=request.user):
+        if not user_may(user=request.user, action="manage"):
             raise PermissionDenied("Only coordinators manage API tokens.")
         return view(request, *args, **kwargs)
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -12,6 +16,29 @@ from common.exports import table_response
 
 from . import selectors, services
 from .filters import SiteFilter
+from .roles import action_refusal, user_may
+
+View = Callable[..., Any]
+
+
+def action_required(action: str) -> Callable[[View], View]:
+    """A page whose every request takes `action` (a form of the plan, the tokens page): anonymous callers go to the
+    login page, actors whose roles may not take it anywhere (the access policy's POLICY table) get 403. Which rows
+    they may take it on, the view's `object_for(..., action=action)` decides."""
+
+    def decorator(view: View) -> View:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not user_may(user=request.user, action=action):
+                raise PermissionDenied(action_refusal(user=request.user, action=action))
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
 
 CSV_COLUMNS = [
     "name",

@@ -10,7 +10,8 @@ from .models import Sweep, SweepStep
 
 
 def sweeps_visible_to(*, user: Any) -> QuerySet[Sweep]:
-    """The sweeps a user may read (the access policy: Sweep.objects.restrict), with their steps."""
+    """The sweeps a user may read (the access policy: Sweep.objects.restrict), with their steps; user None: every
+    sweep, for object_for to restrict."""
     steps = SweepStep.objects.select_related("source", "destination", "run").order_by("index")
     return (
         Sweep.objects.restrict(user)

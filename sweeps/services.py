@@ -28,7 +28,7 @@ from common.problems import problems_raise
 from runs.choices import RUN_ENDED, CopiesState
 from runs.models import Run
 from runs.services import run_cancel, run_start
-from sites.roles import user_is_coordinator
+from sites.roles import user_may
 
 from .choices import SWEEP_ENDED, SWEEP_UNDER_WAY, StepState, SweepState
 from .models import Sweep, SweepStep
@@ -52,7 +52,10 @@ def free_space(url: str) -> int | None:
 def sweep_start(*, user: Any, data: dict[str, Any], activity: Activity | None = None) -> Sweep:
     """Check the sweep (ValidationError by field, the disk check included: nothing is created), create it and its
     steps, and send its first advance once the transaction commits. Coordinators only."""
-    if not user_is_coordinator(user=user):
+    allowed = user_may(user=user, action="start")
+    if activity is not None:
+        allowed = Activity.objects.restrict(user, "start").filter(pk=activity.pk).exists()
+    if not allowed:
         raise PermissionDenied("Only coordinators start sweeps.")
     plan = sweep_plan(data, activity=activity)
     problems_raise(sweep_space_problems(plan, free_space))
@@ -90,7 +93,7 @@ def advance_send(sweep_id: int) -> None:
 def sweep_cancel(sweep: Sweep, *, user: Any) -> Sweep:
     """Cancel a sweep: its pending steps are cancelled and the run of its current step is cancelled (its copies
     deleted like every run's). Coordinators only; an ended sweep cannot be cancelled."""
-    if not user_is_coordinator(user=user):
+    if not Sweep.objects.restrict(user, "cancel").filter(pk=sweep.pk).exists():
         raise PermissionDenied("Only coordinators cancel sweeps.")
     with transaction.atomic():
         locked = Sweep.objects.select_for_update().get(pk=sweep.pk)

@@ -7,12 +7,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages as flash
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from challenges.choices import ActivityKind
@@ -22,7 +20,8 @@ from common.exports import export_requested, table_response
 from common.units import is_whole_number
 from runs.parameters import CHECKSUMS
 from sites.models import Site
-from sites.roles import user_is_coordinator
+from sites.roles import object_for, user_may
+from sites.views import action_required
 
 from . import plan
 from .choices import MODES, PROTOCOLS, SweepState
@@ -46,17 +45,10 @@ REFRESH_SECONDS = 5
 TABLES = ("functional", "throughput", "network", "steps")
 
 
-def _sweep_or_404(request: HttpRequest, pk: int) -> Sweep:
-    sweep: Sweep = get_object_or_404(sweeps_visible_to(user=request.user), pk=pk)
+def _sweep_or_404(request: HttpRequest, pk: int, action: str = "view") -> Sweep:
+    """The sweep, if the user reads it (404), and may take `action` on it (403)."""
+    sweep: Sweep = object_for(queryset=sweeps_visible_to(user=None), user=request.user, action=action, pk=pk)
     return sweep
-
-
-def _coordinator_or_refuse(request: HttpRequest, what: str) -> HttpResponseBase | None:
-    if not request.user.is_authenticated:
-        return redirect_to_login(request.get_full_path())
-    if not user_is_coordinator(user=request.user):
-        raise PermissionDenied(f"only coordinators {what}")
-    return None
 
 
 @read_access
@@ -64,7 +56,7 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
     sweeps = sweeps_visible_to(user=request.user).order_by("-created_at", "-id")
     page = Paginator(sweeps, SWEEPS_PAGE).get_page(request.GET.get("page"))
     rows = [(sweep, sweep_progress(sweep, steps_of(sweep))) for sweep in page]
-    context = {"page": page, "rows": rows, "can_start": user_is_coordinator(user=request.user)}
+    context = {"page": page, "rows": rows, "can_start": user_may(user=request.user, action="start")}
     return render(request, "sweeps/sweep_list.html", context)
 
 
@@ -124,10 +116,8 @@ class SweepForm(forms.Form):
         }
 
 
+@action_required("start")
 def sweep_new(request: HttpRequest) -> HttpResponseBase:
-    refused = _coordinator_or_refuse(request, "start sweeps")
-    if refused is not None:
-        return refused
     form = SweepForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -197,18 +187,16 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "steps": steps,
         "measured_from": measured_from,
         "portal_only": measured_from == ["portal"],
-        "can_cancel": user_is_coordinator(user=request.user),
+        "can_cancel": user_may(user=request.user, action="cancel"),
         "earlier": earlier,
     }
     return render(request, "sweeps/sweep_detail.html", context)
 
 
 @require_POST
+@action_required("cancel")
 def sweep_cancel_view(request: HttpRequest, pk: int) -> HttpResponseBase:
-    refused = _coordinator_or_refuse(request, "cancel sweeps")
-    if refused is not None:
-        return refused
-    sweep = _sweep_or_404(request, pk)
+    sweep = _sweep_or_404(request, pk, "cancel")
     try:
         sweep_cancel(sweep, user=request.user)
     except DjangoValidationError as exc:

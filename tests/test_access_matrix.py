@@ -265,3 +265,214 @@ def test_acknowledge_silence_and_subscribe_with_a_scoped_token(role: str, world:
         "alert__experiment__name", flat=True
     )
     assert set(heard) == hears
+
+
+# --- actions: every role, and tokens scoped to one role, against every kind of write ---------------------------
+
+# Who acts: the roles (through a token on the API, logged in on pages) and two superusers calling with a token
+# scoped to one of their roles, which must act as that role alone (their memberships ∩ the token's scope).
+ACTORS = [*ROLES, "superuser-as-ddm", "superuser-as-site-admin"]
+
+# What each action is, as a user sends it. {atlas}/{cms} name ATLAS's and CMS's row of the kind the path is about;
+# the site admin administers OWN, the DDM service serves ATLAS; the alert of CMS is about OTHER.
+API_ACTIONS: dict[str, tuple[str, str, Any]] = {
+    "start a run of ATLAS's activity": ("post", "/api/v1/runs/", {"activity": "{atlas_activity}"}),
+    "cancel CMS's run": ("post", "/api/v1/runs/{cms_run}/cancel/", None),
+    "cancel ATLAS's run": ("post", "/api/v1/runs/{atlas_run}/cancel/", None),
+    "delete the copies of CMS's run": ("post", "/api/v1/runs/{cms_run}/delete-copies/", None),
+    "cancel CMS's sweep": ("post", "/api/v1/sweeps/{cms_sweep}/cancel/", None),
+    "import a plan": ("post", "/api/v1/challenges/import/", {}),
+    "rename the challenge": ("patch", "/api/v1/challenges/dc/", {"name": "DC renamed"}),
+    "change CMS's target": ("patch", "/api/v1/targets/{cms_target}/", {"rate": 2e9}),
+    "delete CMS's activity": ("delete", "/api/v1/activities/{cms_activity}/", None),
+    "acknowledge ATLAS's alert about OWN": ("post", "/api/v1/alerts/{atlas_alert}/acknowledge/", None),
+    "silence CMS's alert about OTHER": ("post", "/api/v1/alerts/{cms_alert}/silence/", {"until": "{until}"}),
+    "subscribe to CMS's alerts": (
+        "post",
+        "/api/v1/alerts/subscriptions/",
+        {"name": "cms", "email": "x@example.org", "experiments": ["CMS"]},
+    ),
+    "send records": ("post", "/api/v1/ingest/fts/", []),
+    "send optimizer decisions": ("post", "/api/v1/ingest/fts-optimizer/", []),
+    "change OTHER's site": ("patch", "/api/v1/sites/{other_site}/", {"country": "FR"}),
+    "change OWN's site": ("patch", "/api/v1/sites/{own_site}/", {"country": "FR"}),
+    "write OTHER's report": ("post", "/api/v1/reports/", {"challenge": "dc", "site": "OTHER", "notes": "x"}),
+    "change OWN's draft report": ("patch", "/api/v1/reports/{own_report}/", {"notes": "changed"}),
+}
+PAGE_ACTIONS: dict[str, tuple[str, str]] = {
+    "the challenge's form": ("get", "/challenges/dc/edit/"),
+    "the form of CMS's activity": ("get", "/challenges/dc/activities/{cms_activity}/edit/"),
+    "delete CMS's target": ("post", "/challenges/dc/targets/{cms_target}/delete/"),
+    "the run form of ATLAS's activity": ("get", "/challenges/dc/activities/{atlas_activity}/run/"),
+    "cancel CMS's run (page)": ("post", "/challenges/runs/{cms_run}/cancel/"),
+    "cancel ATLAS's run (page)": ("post", "/challenges/runs/{atlas_run}/cancel/"),
+    "the sweep form": ("get", "/sweeps/new/"),
+    "cancel CMS's sweep (page)": ("post", "/sweeps/{cms_sweep}/cancel/"),
+    "the report form of OTHER": ("get", "/reports/dc/new/?site=OTHER"),
+    "the report form of OWN": ("get", "/reports/dc/new/?site=OWN"),
+    "the failure rules": ("get", "/results/failures/rules/"),
+    "the tokens page": ("get", "/tokens/"),
+}
+# The expected answer of each action for each actor, in ACTORS' order: anonymous, viewer, ddm (ATLAS), site-admin
+# (OWN), coordinator, a superuser's token scoped to ATLAS's DDM role, one scoped to OWN's site admin. 403: the actor's
+# roles may not take the action at all (whatever the row, so it learns nothing of rows it does not read), or it reads
+# the row but may not act on it; 404: it could take the action but does not read the row. 302 for anonymous pages:
+# the login page; for the report form of OWN: its existing report. Starting ATLAS's run is let through to the checks
+# of its parameters (400: the activity names no source) and deleting a queued run's copies to the run's state (400).
+EXPECTED: dict[str, tuple[int, ...]] = {
+    "start a run of ATLAS's activity": (401, 403, 403, 403, 400, 403, 403),
+    "cancel CMS's run": (401, 403, 403, 403, 200, 403, 403),
+    "cancel ATLAS's run": (401, 403, 403, 403, 200, 403, 403),
+    "delete the copies of CMS's run": (401, 403, 403, 403, 400, 403, 403),
+    "cancel CMS's sweep": (401, 403, 403, 403, 200, 403, 403),
+    "import a plan": (401, 403, 403, 403, 400, 403, 403),
+    "rename the challenge": (401, 403, 403, 403, 200, 403, 403),
+    "change CMS's target": (401, 403, 403, 403, 200, 403, 403),
+    "delete CMS's activity": (401, 403, 403, 403, 204, 403, 403),
+    "acknowledge ATLAS's alert about OWN": (401, 403, 200, 200, 200, 200, 200),
+    "silence CMS's alert about OTHER": (401, 403, 404, 403, 200, 404, 403),
+    "subscribe to CMS's alerts": (401, 201, 403, 201, 201, 403, 201),
+    "send records": (401, 403, 200, 403, 200, 200, 403),
+    "send optimizer decisions": (401, 403, 200, 403, 200, 200, 403),
+    "change OTHER's site": (401, 403, 403, 404, 200, 403, 404),
+    "change OWN's site": (401, 403, 403, 200, 200, 403, 200),
+    "write OTHER's report": (401, 403, 403, 403, 201, 403, 403),
+    "change OWN's draft report": (401, 404, 404, 200, 200, 404, 200),
+    "the challenge's form": (302, 403, 403, 403, 200, 403, 403),
+    "the form of CMS's activity": (302, 403, 403, 403, 200, 403, 403),
+    "delete CMS's target": (302, 403, 403, 403, 302, None, None),
+    "the run form of ATLAS's activity": (302, 403, 403, 403, 200, 403, 403),
+    "cancel CMS's run (page)": (302, 403, 403, 403, 302, None, None),
+    "cancel ATLAS's run (page)": (302, 403, 403, 403, 302, None, None),
+    "the sweep form": (302, 403, 403, 403, 200, 403, 403),
+    "cancel CMS's sweep (page)": (302, 403, 403, 403, 302, None, None),
+    "the report form of OTHER": (302, 403, 403, 403, 200, 403, 403),
+    "the report form of OWN": (302, 403, 403, 302, 302, 403, 302),
+    "the failure rules": (302, 403, 403, 403, 200, 403, 403),
+    "the tokens page": (302, 403, 403, 403, 200, 403, 403),
+}  # None: a page form is posted from a session, never with a token (the pages take tokens on GET only)
+
+
+@pytest.fixture
+def acted_on(world: dict[str, Any]) -> dict[str, Any]:
+    """The rows the actions act on, beside the world's: a queued run of each experiment's activity and an alert of
+    each (ATLAS's about OWN, CMS's about OTHER)."""
+    challenge, other = Challenge.objects.get(slug="dc"), Site.objects.get(name="OTHER")
+    atlas, cms = world["atlas"], Experiment.objects.get(name="CMS")
+    activities = {activity.experiment.name: activity for activity in Activity.objects.filter(challenge=challenge)}
+    runs = {
+        name: Run.objects.create(activity=activity, kind="transfer", state="queued")
+        for name, activity in activities.items()
+    }
+    Sweep.objects.filter(activity=activities["CMS"]).update(state="running")
+    alerts = {
+        experiment.name: Alert.objects.create(
+            challenge=challenge, kind="no_traffic", subject=f"site:{site.pk}:{experiment.name}", experiment=experiment,
+            site=site, message=f"{experiment.name}: no transfer", started_at=T0, last_seen_at=T0,
+        )
+        for experiment, site in ((atlas, world["own"]), (cms, other))
+    }  # fmt: skip
+    return {
+        "atlas_activity": activities["ATLAS"].pk,
+        "cms_activity": activities["CMS"].pk,
+        "atlas_run": runs["ATLAS"].pk,
+        "cms_run": runs["CMS"].pk,
+        "cms_sweep": world["ids"]["sweeps"],
+        "cms_target": world["ids"]["targets"],
+        "atlas_alert": alerts["ATLAS"].pk,
+        "cms_alert": alerts["CMS"].pk,
+        "own_site": world["own"].pk,
+        "other_site": other.pk,
+        "own_report": world["ids"]["reports"],
+        "until": (timezone.now() + timedelta(hours=1)).isoformat(),
+    }
+
+
+def _key_for(actor: str, world: dict[str, Any]) -> str | None:
+    """The API key an actor calls with (None: anonymous)."""
+    if actor == "anonymous":
+        return None
+    scope = {"site-admin": {"site": world["own"]}, "ddm": {"experiment": world["atlas"]}}
+    if actor.startswith("superuser-as-"):
+        role = actor.removeprefix("superuser-as-")
+        user = UserFactory(username=actor, is_superuser=True, is_staff=True)
+        membership = membership_grant(user=user, role=role, **scope[role])
+        return token_create(user=user, membership=membership)[1]
+    user = UserFactory(username=f"api-{actor}")
+    membership_grant(user=user, role=Role(actor), **scope.get(actor, {}))
+    return token_create(user=user)[1]
+
+
+def _filled(value: Any, rows: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        return value.format(**rows) if "{" in value else value
+    if isinstance(value, dict):
+        return {name: _filled(item, rows) for name, item in value.items()}
+    return value
+
+
+def test_every_action_has_its_expected_answer_for_every_actor() -> None:
+    assert set(EXPECTED) == set(API_ACTIONS) | set(PAGE_ACTIONS)
+    assert {len(answers) for answers in EXPECTED.values()} == {len(ACTORS)}
+
+
+@pytest.mark.parametrize("actor", ACTORS)
+def test_every_api_action_for_every_actor(actor: str, world: dict[str, Any], acted_on: dict[str, Any]) -> None:
+    api = APIClient()
+    if (key := _key_for(actor, world)) is not None:
+        api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    answers = {}
+    for name, (method, path, body) in API_ACTIONS.items():
+        data = _filled(body, acted_on)
+        if isinstance(data, dict) and isinstance(data.get("activity"), str):
+            data["activity"] = int(data["activity"])
+        response = getattr(api, method)(_filled(path, acted_on), data, format="json")
+        answers[name] = response.status_code
+    expected = {name: EXPECTED[name][ACTORS.index(actor)] for name in API_ACTIONS}
+    assert answers == expected
+
+
+@pytest.mark.parametrize("actor", ACTORS)
+def test_every_page_action_for_every_actor(actor: str, world: dict[str, Any], acted_on: dict[str, Any]) -> None:
+    client = Client()
+    if actor in ("viewer", "ddm", "site-admin", "coordinator"):
+        user = UserFactory(username=f"page-{actor}")
+        scope = {"site-admin": {"site": world["own"]}, "ddm": {"experiment": world["atlas"]}}.get(actor, {})
+        membership_grant(user=user, role=Role(actor), **scope)
+        client.force_login(user)
+    elif actor != "anonymous":
+        client.defaults["HTTP_AUTHORIZATION"] = f"Token {_key_for(actor, world)}"
+    answers, expected = {}, {}
+    for name, (method, path) in PAGE_ACTIONS.items():
+        if (status := EXPECTED[name][ACTORS.index(actor)]) is None:
+            continue
+        answers[name] = getattr(client, method)(_filled(path, acted_on)).status_code
+        expected[name] = status
+    assert answers == expected
+
+
+def test_a_challenge_of_another_experiment_only_is_no_page_for_a_ddm_service(world: dict[str, Any]) -> None:
+    """Every page and API door of a challenge that plans CMS's activities only answers ATLAS's DDM service as a
+    challenge that does not exist does (404; 403 at the forms its role may not open for any challenge), never with
+    what it holds, and the challenge list leaves it out."""
+    challenge = Challenge.objects.create(name=f"{HIDDEN}-CHALLENGE", slug="cms-only", start=T0, end=T0 + timedelta(7))
+    Activity.objects.create(
+        challenge=challenge, name=f"{HIDDEN}-ONLY", experiment=Experiment.objects.get(name="CMS"), mode="T0 export",
+        kind="transfer", start=T0, end=T0 + timedelta(days=1),
+    )  # fmt: skip
+    client = client_for("ddm", world)
+    routes = [
+        route
+        for route in _routes(get_resolver().url_patterns)
+        if ("<slug:slug>" in route or "(?P<slug>" in route) and "<int:" not in route and not SKIPPED.search(route)
+    ]
+    assert len(routes) > 15  # the walk found the challenge's doors
+    answers, unknown = {}, {}
+    for route in routes:
+        response = client.get("/" + _concrete(route, {**world["ids"], "slug": "cms-only"}))
+        answers[route] = response.status_code
+        assert HIDDEN not in _body(response), route
+        unknown[route] = client.get("/" + _concrete(route, {**world["ids"], "slug": "no-such"})).status_code
+    assert answers == unknown
+    assert set(answers.values()) <= {403, 404} and list(answers.values()).count(404) > 15
+    assert HIDDEN not in _body(client.get("/challenges/?format=json"))

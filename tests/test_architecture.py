@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,11 +95,6 @@ def test_no_function_is_longer_than_80_lines() -> None:
     assert long == {}, "split these"
 
 
-# Still handed the set of experiment ids rather than a restricted queryset: the matrix and failure pages pass it on
-# to SQL built by results.matrix and results.failures with the experiment the reader picked (see the report of #28).
-HAND_SCOPED = {"results.matrix.views"}
-
-
 def test_the_access_policy_is_applied_by_restrict_outside_sites() -> None:
     """Who may read what is decided in sites/ (roles.py, permissions.py); the apps read through `.restrict(user)`
     (or sites.roles.experiments_visible), never by filtering on visible_experiment_ids themselves."""
@@ -107,7 +103,50 @@ def test_the_access_policy_is_applied_by_restrict_outside_sites() -> None:
         for name, path in _modules()
         if not name.startswith("sites.") and "sites.roles.visible_experiment_ids" in _imported_modules(name, path)
     }
-    assert hand_filters <= HAND_SCOPED, sorted(hand_filters - HAND_SCOPED)
+    assert hand_filters == set()
+
+
+def _calls(path: Path) -> Iterator[ast.Call]:
+    yield from (node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call))
+
+
+def _called_name(call: ast.Call) -> str:
+    function = call.func
+    return function.id if isinstance(function, ast.Name) else getattr(function, "attr", "")
+
+
+def test_who_may_act_is_decided_in_the_access_policy_only() -> None:
+    """Whether an actor may act is asked of sites' access policy (`restrict(user, action)`, `user_may`,
+    `object_for`): no module outside sites.roles asks whether the user is a coordinator or lists their roles."""
+    askers = {
+        f"{name}:{call.lineno}"
+        for name, path in _modules()
+        if name != "sites.roles"
+        for call in _calls(path)
+        if _called_name(call) in ("user_is_coordinator", "user_roles")
+    }
+    assert askers == set()
+
+
+def _root_name(node: ast.expr) -> str:
+    """The name an expression starts from: `Challenge` of `Challenge.objects.select_related(...)`."""
+    while isinstance(node, ast.Call | ast.Attribute):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def test_no_page_loads_a_challenge_without_the_access_policy() -> None:
+    """A challenge is loaded by slug through challenges.selectors.challenge_for (404 unseen, 403 not allowed), never by
+    get_object_or_404(Challenge, ...) that would show any challenge to anyone."""
+    loaders = {
+        f"{name}:{call.lineno}"
+        for name, path in _modules()
+        for call in _calls(path)
+        if _called_name(call) == "get_object_or_404"
+        and call.args
+        and _root_name(call.args[0]) in ("Challenge", "challenges_visible")
+    }
+    assert loaders == set()
 
 
 def test_no_test_module_imports_another() -> None:

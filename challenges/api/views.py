@@ -27,10 +27,17 @@ from .renderers import InjectionPlansCsvRenderer
 from .serializers import ActivitySerializer, ChallengeSerializer, InjectionPlansSerializer, TargetSerializer
 
 
+class ChallengePermission(PlanPermission):
+    """Everyone logged in reads; coordinators import plan documents and edit challenges (the access policy's "import"
+    and "edit")."""
+
+    policy_actions = {"import_document": "import"}
+
+
 class ChallengeViewSet(viewsets.ModelViewSet[Challenge]):
     queryset = Challenge.objects.select_related("compare_with")
     serializer_class = ChallengeSerializer
-    permission_classes = [PlanPermission]
+    permission_classes = [ChallengePermission]
     lookup_field = "slug"
     filterset_fields = ["slug"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
@@ -15,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from challenges.selectors import challenges_visible
+from challenges.selectors import challenge_for, challenges_visible
 from common.services import service_call
 from sites.permissions import PlanPermission
 
@@ -33,7 +32,7 @@ class NowBoardView(APIView):
 
     @extend_schema(operation_id="challenges_now", responses=NowBoardSerializer)
     def get(self, request: Request, slug: str) -> Response:
-        challenge = get_object_or_404(challenges_visible(user=request.user), slug=slug)
+        challenge = challenge_for(slug=slug, user=request.user)
         return Response(NowBoardSerializer(now_board(challenge=challenge, user=request.user)).data)
 
 

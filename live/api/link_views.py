@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from challenges.selectors import challenges_visible
+from challenges.selectors import challenge_for
 from sites.permissions import PlanPermission
 
 from ..links import challenge_links
@@ -23,5 +22,5 @@ class LinkPanelView(APIView):
 
     @extend_schema(operation_id="challenges_links", responses=LinkPanelSerializer)
     def get(self, request: Request, slug: str) -> Response:
-        challenge = get_object_or_404(challenges_visible(user=request.user), slug=slug)
+        challenge = challenge_for(slug=slug, user=request.user)
         return Response(LinkPanelSerializer(challenge_links(challenge=challenge, user=request.user)).data)

@@ -5,7 +5,6 @@ Units: bytes, bytes per second; a failure ratio is a fraction of the files that 
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -13,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from challenges.choices import ActivityKind, Direction
-from challenges.models import Challenge
+from challenges.selectors import challenge_for
 from sites.permissions import PlanPermission
 
 from .. import selectors
@@ -133,7 +132,7 @@ class ChallengeRatesView(APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         # As in the planning API: a challenge without the DDM service's experiment does not exist for it.
-        challenge = get_object_or_404(Challenge.objects.restrict(request.user), slug=slug)
+        challenge = challenge_for(slug=slug, user=request.user)
         params = request.query_params
         rates = selectors.challenge_rates(
             challenge=challenge,

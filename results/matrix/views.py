@@ -21,13 +21,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from challenges.models import Challenge
-from challenges.views import PLOTLY_VERSION, coordinator_required, read_access
+from challenges.selectors import challenge_for
+from challenges.views import PLOTLY_VERSION, read_access
 from common.exports import export_requested, table_response, table_stream_response
 from common.times import iso_utc
 from common.units import is_whole_number
 from reports.selectors import report_markers
 from sites.models import Experiment
-from sites.roles import visible_experiment_ids
+from sites.roles import experiment_ids_read, experiments_visible
+from sites.views import action_required
 
 from ..failures import causes as failures
 from ..filters import RecordFilter
@@ -52,17 +54,12 @@ def _experiment(request: HttpRequest) -> Experiment | None:
 def _experiment_ids(request: HttpRequest, experiment: Experiment | None) -> set[int] | None:
     """The experiments whose records a page shows: those the reader may see (None: all; a DDM service: its own, as
     in the rates table), narrowed to the selected one. Selecting an experiment one may not see selects nothing."""
-    visible = visible_experiment_ids(request.user)
-    if experiment is None:
-        return visible
-    return {experiment.pk} if visible is None or experiment.pk in visible else set()
+    return experiment_ids_read(user=request.user, chosen=experiment)
 
 
 def _experiment_choices(request: HttpRequest) -> QuerySet[Experiment]:
     """The experiments the selector offers: those the reader may see."""
-    visible = visible_experiment_ids(request.user)
-    experiments = Experiment.objects.order_by("name")
-    return experiments if visible is None else experiments.filter(pk__in=visible)
+    return experiments_visible(user=request.user).order_by("name")
 
 
 # --- the matrix -----------------------------------------------------------------------------------------------
@@ -105,7 +102,7 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
     """FROM x TO: rows source sites, columns destination sites; ?mode=, ?concurrency=, ?experiment= select;
     exports take ?split=mode,concurrency to break the cells down; ?resolution=unions|records|minute asks for one
     way of computing it (results.matrix), which the page, the JSON and the X-Matrix-Resolution header name."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     experiment = _experiment(request)
     mode = request.GET.get("mode") or None
     concurrency_text = request.GET.get("concurrency", "")
@@ -218,7 +215,7 @@ def _record_row(record: TransferRecord) -> dict[str, Any]:
 def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
     """The records of a challenge with the API's filters, 100 a page (start, id order); the exports stream every
     record that the filters select."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     data = request.GET.copy()
     data["challenge"] = slug
     filterset = RecordFilter(data, queryset=records_visible_to(user=request.user))
@@ -252,7 +249,7 @@ def challenge_records(request: HttpRequest, slug: str) -> HttpResponseBase:
 def challenge_failures(request: HttpRequest, slug: str) -> HttpResponse:
     """Per link and mode: failures per category and the most common messages; failures per hour and category.
     FTS's category, scope and phase beside them. Exports: ?table=causes (default), messages, fts or hourly."""
-    challenge = get_object_or_404(Challenge, slug=slug)
+    challenge = challenge_for(slug=slug, user=request.user)
     experiment = _experiment(request)
     result = failures.failures_for_challenge(challenge=challenge, experiment_ids=_experiment_ids(request, experiment))
     if export_requested(request):
@@ -322,7 +319,7 @@ def _rules_page(request: HttpRequest, form: FailureRuleForm) -> HttpResponse:
     return render(request, "results/failures_rules.html", context)
 
 
-@coordinator_required
+@action_required("edit")
 def failure_rules(request: HttpRequest) -> HttpResponse:
     """The ordered rules, a form to add one (errors in place), ?message= to try a message against them."""
     form = FailureRuleForm(request.POST or None)
@@ -334,7 +331,7 @@ def failure_rules(request: HttpRequest) -> HttpResponse:
     return _rules_page(request, form)
 
 
-@coordinator_required
+@action_required("edit")
 def failure_rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
     rule = get_object_or_404(FailureRule, pk=pk)
     form = FailureRuleForm(request.POST or None, instance=rule)
@@ -347,7 +344,7 @@ def failure_rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@coordinator_required
+@action_required("edit")
 def failure_rule_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     """up / down in the order, enable / disable, delete."""
     rule = get_object_or_404(FailureRule, pk=pk)
@@ -368,11 +365,11 @@ def failure_rule_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
 
 
 @require_POST
-@coordinator_required
+@action_required("edit")
 def failure_rules_recategorize(request: HttpRequest) -> HttpResponse:
     """Re-categorise the stored failed records (one challenge's, or all) with the current rules, in the background."""
     slug = request.POST.get("challenge", "")
-    challenge = get_object_or_404(Challenge, slug=slug) if slug else None
+    challenge = challenge_for(slug=slug, user=request.user, action="edit") if slug else None
     failures_recategorize_on_commit(challenge=challenge)
     scope = challenge.name if challenge else "all challenges"
     messages.success(

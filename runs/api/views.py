@@ -41,6 +41,7 @@ class RunPermission(PlanPermission):
     """Everyone logged in reads; coordinators start and cancel."""
 
     message = "Only coordinators start or cancel runs."
+    policy_actions = {"create": "start", "cancel": "cancel", "delete_copies": "cancel"}
 
 
 class RunFilter(django_filters.FilterSet):

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
 from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
-from sites.roles import user_is_coordinator
+from sites.roles import user_may
 from sites.selectors import door_owner_problem, rse_owner_problem
 from sites.validators import endpoint_url_problem
 
@@ -86,7 +86,7 @@ class SiteSerializer(serializers.ModelSerializer[Site]):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         request = self.context.get("request")
-        if self.instance is not None and request is not None and not user_is_coordinator(user=request.user):
+        if self.instance is not None and request is not None and not user_may(user=request.user, action="manage"):
             refused = {
                 field: "only coordinators change this"
                 for field in self.COORDINATOR_FIELDS
@@ -160,7 +160,7 @@ class StorageEndpointSerializer(serializers.ModelSerializer[StorageEndpoint]):
         site = attrs.get("site", instance.site if instance else None)
         request = self.context.get("request")
         assigns = instance is None or url != instance.url or names != instance.rse_names or site != instance.site
-        if assigns and request is not None and not user_is_coordinator(user=request.user):
+        if assigns and request is not None and not user_may(user=request.user, action="manage"):
             raise PermissionDenied(
                 "Only coordinators assign storage doors (endpoint URLs) and RSE names to sites: records are counted "
                 "for the site that owns them. You may change the other fields of your site's endpoints."

@@ -30,6 +30,7 @@ class SweepPermission(PlanPermission):
     """Everyone logged in reads; coordinators start and cancel."""
 
     message = "Only coordinators start or cancel sweeps."
+    policy_actions = {"create": "start", "cancel": "cancel"}
 
 
 class SweepFilter(django_filters.FilterSet):

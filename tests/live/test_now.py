@@ -138,3 +138,36 @@ def test_a_running_consumer_says_its_lag_and_none_says_nothing(live: Scenario, c
     assert sources["fts"]["consumer_lag_seconds"] == 2.5
     assert sources["rucio"]["consumer_lag_seconds"] is None  # no consumer of Rucio's messages runs
     cache.delete(STATUS_KEY.format(format="fts"))
+
+
+def _cms_token(actor: str) -> str:
+    """A token that acts as CMS's DDM service: a service's own, or a superuser's scoped to that one role."""
+    from sites.models import Experiment
+    from sites.roles import membership_grant
+    from sites.tokens import token_create
+
+    cms = Experiment.objects.get(name="CMS")
+    if actor == "service":
+        return token_issue(username="cms-ddm", role="ddm", experiment=cms)[1]
+    user = UserFactory(username="root", is_superuser=True, is_staff=True)
+    return token_create(user=user, membership=membership_grant(user=user, role="ddm", experiment=cms))[1]
+
+
+@pytest.mark.parametrize("actor", ["service", "superuser scoped to the service"])
+def test_a_cms_token_on_a_shared_challenge_sees_only_the_sites_of_cms_plan(live: Scenario, actor: str) -> None:
+    from challenges.models import Activity, Target
+    from sites.models import Experiment
+    from tests.live.scenario import site_with_door
+
+    cms = Experiment.objects.create(name="CMS")
+    cms_site, _ = site_with_door("E")
+    activity = Activity.objects.create(
+        challenge=live.challenge, name="CMS export", experiment=cms, mode="T0", kind="transfer",
+        start=live.activity.start, end=live.activity.end, source=live.sites["B"],
+    )  # fmt: skip
+    Target.objects.create(activity=activity, site=cms_site, direction="in", rate=MB)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {_cms_token(actor)}")
+    body = client.get(f"/api/v1/challenges/{live.challenge.slug}/now/").json()
+    assert {row["site"] for row in body["sites"]} == {live.sites["B"].name, cms_site.name}  # not A, C, D: ATLAS's only
+    assert [row["target"] for row in body["targets"]] == [activity.targets.get().pk]
