@@ -1,7 +1,8 @@
 """The heavy reads answer from the replica, with two real databases whose contents differ: the "replica" is a second
-PostgreSQL database, a copy of the primary taken after the live scenario's two hours of traffic; the primary then
-receives more records on the steady link (A -> B), which the replica never sees. So a GET that reads the replica
-answers with the scenario's numbers and one that reads the primary with more; writes land on the primary."""
+PostgreSQL database, a copy of the primary taken after the live scenario's two hours of traffic and a few failures;
+the primary then receives more records and failures on the steady link (A -> B), which the replica never sees. So a
+GET that reads the replica answers with the replica's numbers and one that reads the primary with more; writes land
+on the primary."""
 
 from __future__ import annotations
 
@@ -28,14 +29,23 @@ from tests.live.scenario import STEADY, Scenario, fts, scenario_make
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 EXTRA = 10  # records of STEADY bytes on A -> B in the last hour, on the primary only
+FAILED = 3  # failed records on A -> B in both databases
+FAILED_EXTRA = 2  # and more on the primary only
 SCENARIO_AB = 120 * STEADY  # the steady link's bytes in the scenario: what the replica holds
 
 
-def _extra_records(live: Scenario, *, first: int, count: int) -> list[dict[str, Any]]:
+def _extra_records(live: Scenario, *, first: int, count: int, state: str = "Ok") -> list[dict[str, Any]]:
     return [
-        fts(first + index, live.doors["A"], live.doors["B"], live.at - timedelta(minutes=index + 1), STEADY)
+        fts(
+            first + index, live.doors["A"], live.doors["B"], live.at - timedelta(minutes=index + 1), STEADY, state=state
+        )
         for index in range(count)
     ]
+
+
+def _ingest(items: list[dict[str, Any]]) -> None:
+    stored = ingest_items(format="fts", items=items, user=None)
+    assert stored.accepted == len(items), stored.as_dict()
 
 
 @pytest.fixture
@@ -47,6 +57,7 @@ def live() -> Scenario:
 def replica(live: Scenario, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scenario]:
     """A second database, a copy of the primary holding the scenario, set up as settings make the "replica" alias
     from DATABASE_REPLICA_URL; then EXTRA more records on the primary only. Dropped afterwards."""
+    _ingest(_extra_records(live, first=30_000, count=FAILED, state="Error"))
     primary = connections["default"]
     name = f"{primary.settings_dict['NAME']}_replica"
     primary.close()  # PostgreSQL copies a database only while nobody is connected to it
@@ -57,8 +68,8 @@ def replica(live: Scenario, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scenari
     monkeypatch.setattr(settings, "DATABASES", {**settings.DATABASES, REPLICA: replica_settings})
     connections[REPLICA] = type(primary)(replica_settings, REPLICA)
     try:
-        stored = ingest_items(format="fts", items=_extra_records(live, first=10_000, count=EXTRA), user=None)
-        assert stored.accepted == EXTRA
+        _ingest(_extra_records(live, first=10_000, count=EXTRA))
+        _ingest(_extra_records(live, first=31_000, count=FAILED_EXTRA, state="Error"))
         yield live
     finally:
         connections[REPLICA].close()
@@ -81,7 +92,7 @@ def _steady_volume_on_the_primary(live: Scenario) -> float:
 
 def test_the_databases_differ_by_the_extra_records(replica: Scenario) -> None:
     on_primary = TransferRecord.objects.using("default").count()
-    assert TransferRecord.objects.using(REPLICA).count() == on_primary - EXTRA
+    assert TransferRecord.objects.using(REPLICA).count() == on_primary - EXTRA - FAILED_EXTRA
     assert _steady_volume_on_the_primary(replica) == pytest.approx(SCENARIO_AB + EXTRA * STEADY)
 
 
@@ -117,7 +128,15 @@ def test_the_matrix_answers_from_the_replica(replica: Scenario, client: Client) 
     assert response.status_code == 200, response.content
     cell = next(row for row in response.json()["rows"] if (row["source"], row["destination"]) == ("LIVE-A", "LIVE-B"))
     assert cell["volume"] == SCENARIO_AB
-    assert cell["files_ok"] == 120
+    assert (cell["files_ok"], cell["files_failed"]) == (120, FAILED)
+
+
+def test_the_failure_causes_count_from_the_replica(replica: Scenario, client: Client) -> None:
+    client.force_login(get_user_model().objects.create_user("replica-viewer"))
+    response = client.get(f"/results/{replica.challenge.slug}/failures/", {"format": "json"})
+    assert response.status_code == 200, response.content
+    row = next(row for row in response.json()["rows"] if (row["source"], row["destination"]) == ("LIVE-A", "LIVE-B"))
+    assert row["failures"] == FAILED
 
 
 def test_an_ingest_post_lands_on_the_primary_only(replica: Scenario) -> None:
