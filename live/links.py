@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count, Max, Q
 
 from challenges.models import Activity, Challenge, Target
+from common.db import read_connection
 from results.choices import RecordState
 from results.models import OptimizerDecision, RateRollup, TransferRecord
 from results.store.rollups import minute_floor
@@ -120,7 +120,7 @@ def _traffic(rows: dict[LinkKey, LinkRow], *, challenge: Challenge, experiments:
         "at": at,
         "experiments": experiments,
     }
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:  # the replica where the request allows it (common.db)
         cursor.execute(_TRAFFIC, params)
         found = cursor.fetchall()
     for source, destination, hour_bytes, ok, failed, window_bytes in found:

@@ -2,64 +2,40 @@
 
 Only the reads of a GET or HEAD request (pages, exports, the read API) go to the replica, and only those of the
 apps whose tables are large (REPLICA_APPS): sessions, users, tokens and the login lockout stay on the primary, so
-that a replica a few seconds behind never logs anyone out. Writes, reads inside a transaction (read your own
-writes), Celery tasks, ingestion and management commands use the primary. Without DATABASE_REPLICA_URL there is
-no "replica" alias and every query goes to the primary, as before.
+that a replica a few seconds behind never logs anyone out. Writes, reads inside a transaction or after a write
+(read your own writes), Celery tasks, ingestion and management commands use the primary. Without
+DATABASE_REPLICA_URL there is no "replica" alias and every query goes to the primary, as before.
 
-Raw SQL through `django.db.connection` always uses the primary; a reader that wants the replica asks
-`read_connection()`.
+When a read may use the replica is decided once, in common/db.py, for the ORM (this router) and for the raw SQL of
+the apps' heavy readers (`common.db.read_connection()`) alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
-from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import DEFAULT_DB_ALIAS
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
-REPLICA = "replica"
+from common.db import REPLICA, read_connection, reads_wrote, replica_configured, replica_reads, replica_reads_now
+
+__all__ = ["REPLICA", "REPLICA_APPS", "ReplicaReadsMiddleware", "ReplicaRouter", "read_connection", "replica_reads"]
+
 REPLICA_APPS = frozenset({"results", "challenges", "live", "runs", "sweeps", "reports"})
-_reads_on_replica: ContextVar[bool] = ContextVar("reads_on_replica", default=False)
-
-
-def replica_configured() -> bool:
-    return REPLICA in settings.DATABASES
-
-
-def _replica_now() -> bool:
-    return _reads_on_replica.get() and replica_configured() and not connections[DEFAULT_DB_ALIAS].in_atomic_block
-
-
-@contextmanager
-def replica_reads() -> Iterator[None]:
-    """Inside: reads of the large apps' models may go to the replica (what the middleware does for a GET)."""
-    token = _reads_on_replica.set(True)
-    try:
-        yield
-    finally:
-        _reads_on_replica.reset(token)
-
-
-def read_connection() -> BaseDatabaseWrapper:
-    """The connection a raw-SQL reader of the large tables should use now: the replica's inside replica_reads()
-    (outside a transaction), else the primary's."""
-    return connections[REPLICA if _replica_now() else DEFAULT_DB_ALIAS]
 
 
 class ReplicaRouter:
     """Django's database router for the replica (DATABASE_ROUTERS)."""
 
     def db_for_read(self, model: type[Any], **hints: Any) -> str | None:
-        if model._meta.app_label in REPLICA_APPS and _replica_now():
+        if model._meta.app_label in REPLICA_APPS and replica_reads_now():
             return REPLICA
         return DEFAULT_DB_ALIAS
 
     def db_for_write(self, model: type[Any], **hints: Any) -> str:
+        if model._meta.app_label in REPLICA_APPS:
+            reads_wrote()  # the rest of this request reads the primary: it sees what it wrote (a token's last use not)
         return DEFAULT_DB_ALIAS
 
     def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool:

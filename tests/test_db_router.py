@@ -15,6 +15,7 @@ from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from challenges.models import Challenge
 from portal.db_router import REPLICA, ReplicaReadsMiddleware, read_connection, replica_reads
@@ -68,6 +69,16 @@ def test_reads_in_a_transaction_and_of_users_stay_on_the_primary(replica: None) 
             assert Challenge.objects.all().db == "default"
             assert read_connection().alias == "default"
         assert read_connection().alias == REPLICA
+
+
+def test_after_writing_a_large_apps_row_the_rest_of_replica_reads_is_on_the_primary(replica: None) -> None:
+    with replica_reads():
+        Experiment.objects.create(name="CMS")  # sites' tables are read on the primary anyway: nothing changes
+        assert Challenge.objects.all().db == REPLICA
+        Challenge.objects.create(name="Written", slug="written", start=timezone.now(), end=timezone.now())
+        assert Challenge.objects.all().db == "default"
+    with replica_reads():  # the next request starts on the replica again
+        assert Challenge.objects.all().db == REPLICA
 
 
 def test_without_replica_reads_or_without_a_replica_everything_is_on_the_primary(replica: None) -> None:

@@ -24,6 +24,7 @@ from django.db.models.functions import TruncHour
 from plotly import colors
 
 from challenges.models import Activity, Challenge
+from common.db import read_connection
 from sites.models import Site
 
 from ..choices import ErrorCategory, Origin, RecordState
@@ -348,7 +349,7 @@ def _failure_rows_from_records(failed: QuerySet[TransferRecord]) -> FailureRows:
                                       ORDER BY count(*) DESC, message) AS rank
             FROM ({base_sql}) AS failed GROUP BY source_site_id, destination_site_id, mode, message
         ) AS ranked WHERE rank <= %s ORDER BY source_site_id, destination_site_id, mode, rank"""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:  # the replica where the request allows it (common.db)
         cursor.execute(top_sql, [*base_params, TOP_MESSAGES])
         messages = cursor.fetchall()
     scheme = ("fts_error_category", "error_scope", "failure_phase")

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
+
+from common.db import read_connection
 
 from ..active_time import active_seconds_sql
 from ..models import TransferRecord
@@ -162,7 +164,8 @@ def link_matrix(
         concurrency="coalesce(record_concurrency, -1)" if "concurrency" in split else "-1",
         key="coalesce(run_id, -1)" if by_run else "-1",
     )
-    with transaction.atomic(), connection.cursor() as cursor:
+    connection = read_connection()  # the replica where the request allows it (common.db)
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL work_mem = '{LINK_CELLS_WORK_MEM}'")
         cursor.execute(query, params)
         rows = cursor.fetchall()

@@ -24,6 +24,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from challenges.models import Activity, Challenge
+from common.db import read_alias
 from common.units import rate_text, size_text
 
 from ..models import RollupVersion, TransferRecord
@@ -111,9 +112,10 @@ def matrix_for_challenge(
         raise ValueError(f"resolution is one of {', '.join(RESOLUTIONS)}, not {resolution!r}")
     activity_ids = challenge_activity_ids(challenge=challenge, experiment_ids=experiment_ids)
     versions = list(
-        RollupVersion.objects.filter(
-            experiment_id__in=Activity.objects.filter(pk__in=activity_ids).values("experiment_id")
-        )
+        # From the database the cells are read from (common.db), so that a replica's cells never go into the cache
+        # under the primary's newer version.
+        RollupVersion.objects.using(read_alias())
+        .filter(experiment_id__in=Activity.objects.filter(pk__in=activity_ids).values("experiment_id"))
         .order_by("experiment_id")
         .values_list("experiment_id", "version", "changed_at")
     )

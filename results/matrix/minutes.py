@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import F, Sum
+
+from common.db import read_connection
 
 from ..models import RateRollup, RateRollupHour
 from .cells import LinkCell
@@ -63,7 +64,7 @@ def rollup_cells(
         concurrency="coalesce(concurrency, -1)" if "concurrency" in split else "-1",
         filters=filters,
     )
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(query, params)
         rows: list[tuple[Any, ...]] = cursor.fetchall()
     cells = [

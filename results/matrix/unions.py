@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
+
+from common.db import read_connection
 
 from ..active_time import active_seconds_sql
 from .cells import LINK_CELLS_WORK_MEM, LinkCell
@@ -76,7 +78,8 @@ def union_cells(
         mode="mode" if "mode" in split else "''",
         concurrency="concurrency" if "concurrency" in split else "-1",
     )
-    with transaction.atomic(), connection.cursor() as cursor:
+    connection = read_connection()  # the replica where the request allows it (common.db)
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL work_mem = '{LINK_CELLS_WORK_MEM}'")
         cursor.execute(query, params)
         rows: list[tuple[Any, ...]] = cursor.fetchall()
@@ -116,7 +119,7 @@ def union_transfers(activity_ids: Sequence[int]) -> tuple[int, bool]:
     """Files that ended, of these activities (the hourly rollup's count, as matrix_rollup.transfers_counted), and
     whether the stored unions hold every one of them that has both sites: when they do not (records bulk-loaded
     without link_intervals_rebuild), the matrix is computed another way and says so."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(UNION_COUNTS, {"activities": list(activity_ids)})
         transfers, with_sites, in_unions = cursor.fetchone()
     return int(transfers), int(with_sites) == int(in_unions)
@@ -124,7 +127,7 @@ def union_transfers(activity_ids: Sequence[int]) -> tuple[int, bool]:
 
 def union_offered(activity_ids: Sequence[int]) -> set[tuple[str, int | None]]:
     """The modes and concurrencies of these activities' transfers of known sites, from the stored unions."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT DISTINCT mode, concurrency FROM results_linktotals WHERE activity_id = ANY(%s)",
             [list(activity_ids)],

@@ -23,6 +23,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from common.db import read_connection
+
 from .partitions import months_retired
 
 # The message key of the page (results.failures._MessageKey): URLs replaced by <url>, not their trailing punctuation.
@@ -152,7 +154,7 @@ def failure_rows_stored(*, challenge_id: int, experiment_ids: Collection[int] | 
         where += " AND experiment_id = ANY(%(experiments)s)"
         params["experiments"] = list(experiment_ids)
     results = []
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:  # the replica where the request allows it (common.db)
         for query in (_STORED_COUNTS, _STORED_MESSAGES, _STORED_FTS, _STORED_HOURLY):
             cursor.execute(query.format(where=where), params)
             results.append([(*row[:-1], int(row[-1])) for row in cursor.fetchall()])
@@ -170,7 +172,7 @@ def failure_counts_complete(challenge_id: int) -> bool:
     """Whether the stored counts hold every failed record of a challenge's activities (the hourly rollup's
     count): not when records were bulk-loaded without failure_counts_rebuild; the page then counts from the
     records."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_COMPLETE, {"challenge": challenge_id})
         in_rollups, stored = cursor.fetchone()
     return int(in_rollups) == int(stored)

@@ -31,11 +31,11 @@ from typing import Any
 
 import psycopg
 from django.core.cache import cache
-from django.db import connection
 from django.db.models import Q, QuerySet
 from redis.exceptions import RedisError
 
 from challenges.models import Challenge, Target
+from common.db import read_alias, read_connection
 
 from ..choices import RecordState, Verdict
 from ..models import MINUTES_PER_HOUR, RollupVersion, TransferRecord
@@ -202,7 +202,9 @@ def _full_minutes(start: datetime, end: datetime) -> tuple[datetime, datetime]:
 @contextmanager
 def _binary_cursor() -> Iterator[Any]:
     """A cursor whose results come back in PostgreSQL's binary format (arrays of floats load without parsing
-    text), wrapped as Django wraps its own so that it is logged and counted like any query."""
+    text), wrapped as Django wraps its own so that it is logged and counted like any query. On the replica where
+    the request allows it (common.db), as the cache's version is read."""
+    connection = read_connection()
     connection.ensure_connection()
     raw = psycopg.Cursor(connection.connection)
     raw.format = psycopg.pq.Format.BINARY
@@ -405,12 +407,14 @@ Version = tuple[int, datetime]
 
 
 def rollup_versions(*, experiment_ids: Iterable[int]) -> dict[int, Version]:
-    """The current (version, changed_at) of these experiments' rollups; experiments never written are absent."""
+    """The current (version, changed_at) of these experiments' rollups; experiments never written are absent.
+    Read from the database the rollups will be read from (common.db): a replica's rows are never cached under the
+    primary's newer version."""
     return {
         experiment: (version, changed_at)
-        for experiment, version, changed_at in RollupVersion.objects.filter(
-            experiment_id__in=set(experiment_ids)
-        ).values_list("experiment_id", "version", "changed_at")
+        for experiment, version, changed_at in RollupVersion.objects.using(read_alias())
+        .filter(experiment_id__in=set(experiment_ids))
+        .values_list("experiment_id", "version", "changed_at")
     }
 
 
