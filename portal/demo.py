@@ -103,6 +103,7 @@ def _steady_load(now: datetime) -> dict[str, Any]:
         # Through the worker: the origin speaks root:// only, and an XRootD third-party copy from it outlives the
         # origin's TPC authorization when the throttle holds the destination back ("tpc authorization expired").
         "copy_mode": "streamed",
+        "ddm_activities": ["Demo Load"],
         "auto_run": True,
         "auto_run_repeat": True,
         "targets": [
@@ -128,6 +129,8 @@ def _demo_activities(at: Callable[[float], str], *, today: int) -> list[dict[str
             "file_count": 20,
             "concurrency": 10,
             "copy_mode": "pull",
+            # Each ATLAS activity names its Rucio activity, so that no two can claim one ingested transfer.
+            "ddm_activities": ["T0 Export"],
             "targets": [
                 {"link": {"from": "TB-T0", "to": "TB-T1-A"}, "rate": 0.2e9},
                 {"site": "TB-T1-B", "direction": "in", "rate": 0.1e9},
@@ -144,6 +147,7 @@ def _demo_activities(at: Callable[[float], str], *, today: int) -> list[dict[str
             "file_size": 10_000_000,
             "file_count": 10,
             "concurrency": 5,
+            "ddm_activities": ["T0 Tape"],
             "targets": [{"site": "TB-TAPE", "direction": "in", "rate": 0.2e9}],
         },
         {
