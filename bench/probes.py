@@ -56,8 +56,9 @@ def span(intervals: list[tuple[datetime, datetime]]) -> float:
 
 def bare(source: str, destinations: list[str], mode: str, streams: int, size: int) -> tuple[float, list[Any]]:
     """The same copies with gfal2 alone: a thread pool, one context per copy, the same parameters and the same
-    bounds as a run's (its timeouts, the stall guard, a copy left behind by later ones on its link stopped), so
-    that one copy that never starts cannot hold the bench for ever."""
+    bounds as a run's (its timeouts, the stall guard, a copy left behind by later ones on its link stopped, a copy
+    whose bytes have all arrived ended on a look at its destination), so that one copy that never starts or never
+    returns cannot hold the bench for ever."""
     from runs.parameters import copy_timeouts_default
     from runs.probes.stall import CopyPeers
     from runs.probes.transfer import transfer_file
@@ -68,7 +69,7 @@ def bare(source: str, destinations: list[str], mode: str, streams: int, size: in
 
     def copy(destination: str) -> Any:
         return transfer_file(
-            gfal2_context(), source, destination, mode=mode or None, streams=streams, peers=peers, **bounds
+            gfal2_context(), source, destination, mode=mode or None, streams=streams, peers=peers, size=size, **bounds
         )
 
     started = time.monotonic()

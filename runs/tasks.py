@@ -132,6 +132,7 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 stall_timeout=stall_timeout(parameters),
                 first_byte_timeout=int(parameters.get("first_byte_timeout") or 0),
                 peers=stall_peers,
+                size=file.size,
             )
         except Exception as exc:  # a bug or an odd URL must still end the file, with the reason
             now = utcnow()
