@@ -139,6 +139,13 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
             outcome = FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, str(exc))
     finally:
         watcher.remove(file.pk)
+    if "arrived" in outcome.details:  # a storage that holds a finished copy's call: worth an operator's look
+        logger.warning(
+            "file %s try %s: all its bytes arrived and gfal2's copy call did not return; destination looked at: %s",
+            file_id,
+            attempt,
+            outcome.details["arrived"],
+        )
     finishing = time.monotonic()
     engine.file_finish(file_id, attempt, self.request.id, outcome)
     logger.debug(

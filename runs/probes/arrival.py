@@ -8,7 +8,10 @@ for the same file's checksum waits as long. The stall guard stopped such a copy 
 again. Now, `arrived_grace` seconds after gfal2 reported all of a copy's bytes, the probe looks at the destination:
 its size, then its checksum (its server's, or when that does not come within SERVER_CHECKSUM_WITHIN s, the ADLER32
 of its bytes read back through gfal2) against the source's or the expected one. The same file is a finished copy;
-anything else (another size or checksum, no answer within ARRIVED_CHECK s) is a stalled try, tried again at once.
+another size or checksum is a stalled try, tried again at once. A look that cannot tell within ARRIVED_CHECK s (a
+busy server, a busy machine: measured, with load averages of 12-33 on the 2 cores, 28 of 40 copies returned more
+than 5 s after their last byte, and some looks did not answer in 8 s) tries again ARRIVED_AGAIN s later while the
+call may still return by itself; the stall guard's own rules stay in force meanwhile.
 
 The call is left to gfal2 in its thread and not cancelled when the destination is right: gfal2's XRootD plugin
 deletes the destination when a copy call fails (gfal_xrootd_copy_cleanup), so a cancel that took effect would
@@ -32,6 +35,7 @@ ARRIVED_GRACE = 5.0  # seconds a copy that reported all its bytes may take to re
 ARRIVED_CHECK = 8.0
 SERVER_CHECKSUM_WITHIN = 3.0  # seconds the destination's server has to give its checksum before the bytes are read
 READ_CHUNK = 8 * 1024 * 1024
+ARRIVED_AGAIN = 10.0  # seconds between two looks at a destination when a look could not tell
 
 
 def checksums_same(one: str, other: str) -> bool:
@@ -42,14 +46,22 @@ def checksums_same(one: str, other: str) -> bool:
         return one.strip().lower() == other.strip().lower()
 
 
-def destination_problem(
-    ctx: Any, source_url: str, destination_url: str, *, size: int, checksum: str, expected: str, within: float
-) -> tuple[str, str, str]:
-    """(problem, checksum, how): why the destination is not a whole copy of the source ("" when it is: `size` bytes
-    and, unless `checksum` is "none", the source's checksum or `expected`), the destination's checksum, and how it
-    was had ("server", or "read back": the server's answer did not come within SERVER_CHECKSUM_WITHIN s, the
-    destination's bytes were read through gfal2 and summed here). Each look gets what is left of `within` seconds;
-    one that does not answer in time is a problem too."""
+def destination_verdict(
+    ctx: Any,
+    urls: tuple[str, str],
+    *,
+    size: int,
+    checksum: str,
+    expected: str,
+    within: float,
+    ask_server: bool = True,
+) -> tuple[bool | None, str, str, str]:
+    """(same, problem, checksum, how) of the destination: same is True when it is a whole copy of the source (`size`
+    bytes and, unless `checksum` is "none", the source's checksum or `expected`), False when it is not (problem says
+    why), None when the looks did not answer within `within` seconds (problem says which); then its checksum, and
+    how it was had ("server", or "read back": the server did not answer within SERVER_CHECKSUM_WITHIN s or was not
+    asked (`ask_server`), and the destination's bytes were read through gfal2 and summed here)."""
+    source_url, destination_url = urls
     ends = time.monotonic() + within
 
     def left() -> float:
@@ -58,29 +70,32 @@ def destination_problem(
     try:
         found = int(call_within(lambda: ctx.stat(destination_url), left()).st_size)
         if found != size:
-            return f"the destination holds {found} of {size} bytes", "", ""
+            return False, f"the destination holds {found} of {size} bytes", "", ""
         if not checksum or checksum.lower() == "none":
-            return "", "", ""
+            return True, "", "", ""
         wanted = expected or str(call_within(lambda: ctx.checksum(source_url, checksum), left()))
-        there, how = _destination_checksum(ctx, destination_url, checksum, left)
+        there, how = _destination_checksum(ctx, destination_url, checksum, left, ask_server=ask_server)
     except Abandoned as exc:
-        return f"the destination could not be checked within {within:.0f} s ({exc})", "", ""
+        return None, f"the destination could not be checked within {within:.0f} s ({exc})", "", ""
     except Exception as exc:  # gfal2.GError: the destination missing, or its server refusing the look
-        return f"the destination could not be checked: {getattr(exc, 'message', '') or exc}", "", ""
+        return False, f"the destination could not be checked: {getattr(exc, 'message', '') or exc}", "", ""
     if not checksums_same(wanted, there):
-        return f"source {checksum} {wanted}, destination {there} ({how})", there, how
-    return "", there, how
+        return False, f"source {checksum} {wanted}, destination {there} ({how})", there, how
+    return True, "", there, how
 
 
-def _destination_checksum(ctx: Any, url: str, checksum: str, left: Callable[[], float]) -> tuple[str, str]:
+def _destination_checksum(
+    ctx: Any, url: str, checksum: str, left: Callable[[], float], *, ask_server: bool
+) -> tuple[str, str]:
     """(checksum, how) of the destination: its server's, or (ADLER32 only) the sum of its bytes read back when the
     server does not answer in time. The server's question is left behind unanswered (measured: a checksum job lost
     by the server also holds every later question about the same file), its thread to XrdCl's request timeout."""
-    try:
-        return str(call_within(lambda: ctx.checksum(url, checksum), min(SERVER_CHECKSUM_WITHIN, left()))), "server"
-    except Abandoned:
-        if checksum.upper() != "ADLER32":
-            raise
+    if ask_server or checksum.upper() != "ADLER32":
+        try:
+            return str(call_within(lambda: ctx.checksum(url, checksum), min(SERVER_CHECKSUM_WITHIN, left()))), "server"
+        except Abandoned:
+            if checksum.upper() != "ADLER32":
+                raise
     stop = threading.Event()
     try:
         return call_within(lambda: _adler32_read(ctx, url, stop), left()), "read back"
@@ -96,33 +111,55 @@ def _adler32_read(ctx: Any, url: str, stop: threading.Event) -> str:
     return f"{value & 0xFFFFFFFF:08x}"
 
 
-def arrived_outcome(
-    ctx: Any, urls: tuple[str, str], look: dict[str, Any], *, start: Any, mode: str, details: dict[str, Any]
-) -> FileOutcome:
-    """The outcome of a copy whose `size` bytes all arrived and whose call had not returned `grace` s later: done
-    when the destination is the source's whole copy, else a stalled try (runs.engine tries it again), its context
-    cancelled as the stall guard does (the destination is not the file: whatever still writes it may stop). `look`:
-    the copy's size, checksum (algorithm), expected (checksum, or ""), grace (seconds)."""
-    (source_url, destination_url), size, checksum = urls, int(look["size"]), str(look["checksum"])
-    expected, grace = str(look["expected"]), float(look["grace"])
-    began = utcnow()
-    problem, there, how = destination_problem(
-        ctx, source_url, destination_url, size=size, checksum=checksum, expected=expected, within=ARRIVED_CHECK
-    )
-    end = utcnow()
-    details["arrived"] = {
-        "grace": grace,
-        "checked_seconds": round((end - began).total_seconds(), 3),
-        "checksum_by": how,
-        "problem": problem,
-    }
-    if not problem:
-        details["call"] = f"abandoned: it had not returned {grace:.0f} s after all {size} bytes arrived"
-        return FileOutcome(source_url, destination_url, size, start, end, True, "", mode, there, details)
-    threading.Thread(target=ctx.cancel, name="gfal2-cancel", daemon=True).start()
-    details.update(cause=STALLED, errno=None, cancelled=False)
-    error = (
-        f"{STALLED}: all {size} bytes arrived but the copy had not returned {grace:.0f} s later, and its destination "
-        f"is not the source's copy ({problem}), so the portal stopped it"
-    )
-    return FileOutcome(source_url, destination_url, 0, start, end, False, error=error, mode=mode, details=details)
+class ArrivalLook:
+    """The looks at the destination of one copy whose `size` bytes all arrived and whose call had not returned
+    `grace` s later, for the stall guard (StallGuard.run's arrived_look): the copy's outcome, done when the
+    destination is the source's whole copy, else a stalled try (runs.engine tries it again; its context cancelled as
+    the stall guard does: whatever still writes there may stop); None while the looks cannot tell. The first look
+    asks the destination's server for its checksum; later ones read the bytes back (a lost question stays lost)."""
+
+    def __init__(
+        self, ctx: Any, urls: tuple[str, str], *, size: int, checksum: str, expected: str, grace: float
+    ) -> None:
+        self.ctx, self.urls, self.size, self.checksum, self.expected, self.grace = (
+            ctx, urls, size, checksum, expected, grace
+        )  # fmt: skip
+        self.looks = 0
+        self.start: Any = None  # the copy's start, and its details and mode, given by transfer_file
+        self.details: dict[str, Any] = {}
+        self.mode: Callable[[], str] = lambda: ""
+
+    def __call__(self) -> FileOutcome | None:
+        self.looks += 1
+        began = utcnow()
+        same, problem, there, how = destination_verdict(
+            self.ctx, self.urls, size=self.size, checksum=self.checksum, expected=self.expected,
+            within=ARRIVED_CHECK, ask_server=self.looks == 1,
+        )  # fmt: skip
+        end = utcnow()
+        self.details["arrived"] = {
+            "grace": self.grace,
+            "looks": self.looks,
+            "checked_seconds": round((end - began).total_seconds(), 3),
+            "checksum_by": how,
+            "problem": problem,
+        }
+        if same is None:
+            return None
+        source_url, destination_url = self.urls
+        if same:
+            self.details["call"] = (
+                f"abandoned: it had not returned {self.grace:.0f} s after all {self.size} bytes arrived"
+            )
+            return FileOutcome(
+                source_url, destination_url, self.size, self.start, end, True, "", self.mode(), there, self.details
+            )
+        threading.Thread(target=self.ctx.cancel, name="gfal2-cancel", daemon=True).start()
+        self.details.update(cause=STALLED, errno=None, cancelled=False)
+        error = (
+            f"{STALLED}: all {self.size} bytes arrived but the copy had not returned {self.grace:.0f} s later, and its "
+            f"destination is not the source's copy ({problem}), so the portal stopped it"
+        )
+        return FileOutcome(
+            source_url, destination_url, 0, self.start, end, False, error, self.mode(), details=self.details
+        )

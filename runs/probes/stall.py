@@ -16,8 +16,9 @@ thread watches it:
   `abandon_after` seconds later is left behind: gfal2's cancel does not break a TLS handshake or an XRootD socket
   wait (measured on the testbed: a frozen server held both for about 30 s), and a hung one may never come back.
   Its thread lives on until gfal2's own timeout ends it; the probe reports what it knows now;
-- a copy that reported all its bytes (`size`) and whose call has not returned `arrived_grace` seconds later raises
-  Arrived, nothing cancelled: the caller checks the destination (runs.probes.arrival).
+- a copy that reported all its bytes (`size`) and whose call has not returned `arrived_grace` seconds later is
+  looked at by the caller's `arrived_look` (runs.probes.arrival: its destination), again every `arrived_again`
+  seconds while the look cannot tell; a look that tells ends the wait with Arrived, nothing cancelled.
 """
 
 from __future__ import annotations
@@ -107,8 +108,12 @@ class Abandoned(Exception):
 
 
 class Arrived(Exception):
-    """Every byte of the copy arrived and its call had not returned a grace later: its thread is left to gfal2
-    (not cancelled), and the caller looks at the destination."""
+    """Every byte of the copy arrived, its call had not returned a grace later, and the caller's look told how the
+    copy ended (`verdict`): the call's thread is left to gfal2, not cancelled."""
+
+    def __init__(self, verdict: Any) -> None:
+        super().__init__("all its bytes arrived and the call has not returned")
+        self.verdict = verdict
 
 
 def call_within(operation: Callable[[], T], seconds: float) -> T:
@@ -152,6 +157,7 @@ class StallGuard:
         self.ctx, self.seconds, self.cancel, self.abandon_after = ctx, seconds, cancel, abandon_after
         self.size = size  # the bytes a copy moves in all, when known (0: not known)
         self.arrived_at: float | None = None  # when gfal2 reported all `size` bytes
+        self.next_look = 0.0  # when the destination of a copy whose bytes all arrived may be looked at again
         # Before its first byte a copy may wait longer: a server queues third-party copies (measured on the testbed:
         # 40 native copies of 512 MB at once waited up to 58 s for their first byte, then never more than 2.6 s
         # between two reports; 40 HTTP pushes 12 s, then 5.8 s). 0: the same as `seconds`.
@@ -179,10 +185,18 @@ class StallGuard:
         with self.lock:
             self.last = time.monotonic()
 
-    def run(self, operation: Callable[[], T], *, arrived_grace: float = 0) -> T:
+    def run(
+        self,
+        operation: Callable[[], T],
+        *,
+        arrived_look: Callable[[], Any] | None = None,
+        arrived_grace: float = 0,
+        arrived_again: float = 10.0,
+    ) -> T:
         """operation() (a gfal2 call on this guard's context) in a thread of its own, watched from this one: its
         value, or the exception it raised, or Abandoned once it was cancelled and did not come back in time, or
-        (`arrived_grace` > 0, for a copy) Arrived when all its bytes were reported that long ago without a return."""
+        Arrived with what `arrived_look` (for a copy of `size` bytes) said once they all arrived `arrived_grace` s
+        ago without a return (None: it cannot tell yet; asked again `arrived_again` s later)."""
         result: dict[str, Any] = {}
         returned = threading.Event()
 
@@ -204,11 +218,12 @@ class StallGuard:
                 with self.lock:
                     quiet = now - self.last
                     limit = self.seconds if self.bytes else self.first_byte_within
-                    arrived = self.arrived_at is not None and now - self.arrived_at >= arrived_grace > 0
-                if arrived:
-                    raise Arrived(
-                        f"all {self.size} bytes arrived {arrived_grace:.0f} s ago and the call has not returned"
-                    )
+                    arrived = self.arrived_at is not None and now - self.arrived_at >= arrived_grace
+                if arrived and arrived_look is not None and now >= self.next_look:
+                    verdict = arrived_look()
+                    if verdict is not None and not returned.is_set():  # a call back meanwhile says it itself
+                        raise Arrived(verdict)
+                    self.next_look = time.monotonic() + arrived_again
                 left_behind = self._left_behind()
                 if self.seconds > 0 and (quiet >= limit or left_behind):
                     self.fired, self.stuck, stopped_at = True, left_behind, now

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import gfal2
 
-from .arrival import ARRIVED_GRACE, arrived_outcome, checksums_same
+from .arrival import ARRIVED_GRACE, ArrivalLook, checksums_same
 from .outcomes import FileOutcome, utcnow
 from .stall import STALLED, Abandoned, Arrived, CopyPeers, StallGuard
 from .tokens import token_redacted
@@ -158,18 +158,20 @@ def transfer_file(
     params.monitor_callback = watch.on_progress
     details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": watch.events}
     start = utcnow()
+    urls = (source_url, destination_url)
+    look = ArrivalLook(ctx, urls, size=size, checksum=checksum, expected=expected_checksum, grace=arrived_grace)
+    look.start, look.details = start, details
+    look.mode = lambda: _mode_done(watch.copy_type, source_url, destination_url)
     try:
-        copy = _copy_call(ctx, params, (source_url, destination_url), copy_returned)
-        guard.run(copy, arrived_grace=arrived_grace if size else 0)  # without the size, "all bytes" is not known
-    except (gfal2.GError, Abandoned, Arrived) as exc:
+        copy = _copy_call(ctx, params, urls, copy_returned)
+        guard.run(copy, arrived_look=look if size else None, arrived_grace=arrived_grace)  # "all bytes" needs the size
+    except Arrived as arrived:
+        peer_ends()
+        return arrived.verdict
+    except (gfal2.GError, Abandoned) as exc:
         end = utcnow()
         peer_ends()
         mode_done = _mode_done(watch.copy_type, source_url, destination_url)
-        if isinstance(exc, Arrived):
-            look = {"size": size, "checksum": checksum, "expected": expected_checksum, "grace": arrived_grace}
-            return arrived_outcome(
-                ctx, (source_url, destination_url), look, start=start, mode=mode_done, details=details
-            )
         cause, message = _failure(ctx, exc, guard, source_url, cancelled=bool(cancel is not None and cancel.is_set()))
         details.update(cause=cause, errno=getattr(exc, "code", None), cancelled=cause == CANCELLED)
         return FileOutcome(

@@ -118,7 +118,7 @@ def test_a_copy_that_moved_all_its_bytes_and_does_not_return_is_tried_again_when
     assert f"({checksum_by})" in outcome.error  # "source ADLER32 x, destination y (how)"
 
 
-def test_the_guard_says_arrived_a_grace_after_all_bytes_and_cancels_nothing() -> None:
+def test_the_guard_ends_a_copy_on_the_look_a_grace_after_all_its_bytes_and_cancels_nothing() -> None:
     guard = StallGuard(gfal2_context_new(), 5, size=1000)
 
     def copy_that_never_returns() -> None:  # all bytes reported, then no return: the hung call
@@ -127,7 +127,24 @@ def test_the_guard_says_arrived_a_grace_after_all_bytes_and_cancels_nothing() ->
         time.sleep(4)
 
     began = time.monotonic()
-    with pytest.raises(Arrived, match="all 1000 bytes arrived 1 s ago"):
-        guard.run(copy_that_never_returns, arrived_grace=1)
+    with pytest.raises(Arrived) as arrived:
+        guard.run(copy_that_never_returns, arrived_look=lambda: "the look's outcome", arrived_grace=1)
+    assert arrived.value.verdict == "the look's outcome"
     assert 1 <= time.monotonic() - began < 2.5
     assert not guard.fired  # no cancel: gfal2 would delete a destination that is whole
+
+
+def test_a_look_that_cannot_tell_leaves_the_copy_to_its_call_and_looks_again_later() -> None:
+    guard = StallGuard(gfal2_context_new(), 5, size=1000)
+    looks: list[float] = []
+
+    def copy_that_returns_late() -> str:  # a busy server: the checksum comes, 3 s after the last byte
+        guard.moved(1000)
+        time.sleep(3)
+        return "copied"
+
+    def look() -> None:  # the destination did not answer in time: it cannot tell
+        looks.append(time.monotonic())
+
+    assert guard.run(copy_that_returns_late, arrived_look=look, arrived_grace=0.5, arrived_again=1) == "copied"
+    assert 2 <= len(looks) <= 3 and looks[1] - looks[0] >= 1
