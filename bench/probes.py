@@ -160,7 +160,7 @@ def main() -> None:
             for o in outcomes:
                 if "arrived" in o.details:
                     look = o.details["arrived"]
-                    print(f"  bare: all bytes arrived, no return: {'done' if o.ok else o.error[:200]} ({look})")
+                    print(f"  bare: all bytes arrived, no return {look['grace']} s later: {look} -> ok={o.ok}")
             figures.update(bare_wall=bare_wall, bare_rate=bare_rate, failed=failed)
 
         def portal_side() -> None:
@@ -193,7 +193,7 @@ def main() -> None:
                 log.seek(log_from)
                 lines = log.read().decode(errors="replace").splitlines()
             for line in lines:
-                if "gfal2's copy call did not return" in line:  # runs.tasks: a copy ended on a look at its destination
+                if "gfal2's copy call had not returned" in line:  # runs.tasks: a copy looked at (runs.probes.arrival)
                     print("  portal:", line.split("WARNING/")[-1][:300])
             files = list(RunFile.objects.filter(run=run))
             done = [f for f in files if f.state == "done"]

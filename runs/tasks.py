@@ -141,9 +141,10 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
         watcher.remove(file.pk)
     if "arrived" in outcome.details:  # a storage that holds a finished copy's call: worth an operator's look
         logger.warning(
-            "file %s try %s: all its bytes arrived and gfal2's copy call did not return; destination looked at: %s",
+            "file %s try %s: all its bytes arrived and gfal2's copy call had not returned %s s later: %s",
             file_id,
             attempt,
+            outcome.details["arrived"]["grace"],
             outcome.details["arrived"],
         )
     finishing = time.monotonic()

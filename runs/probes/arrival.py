@@ -143,6 +143,7 @@ class ArrivalLook:
             "checked_seconds": round((end - began).total_seconds(), 3),
             "checksum_by": how,
             "problem": problem,
+            "ended_by": "call" if same is None else "look",  # "call": it returned by itself after the looks
         }
         if same is None:
             return None
