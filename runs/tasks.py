@@ -132,7 +132,9 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 stall_timeout=stall_timeout(parameters),
                 first_byte_timeout=int(parameters.get("first_byte_timeout") or 0),
                 peers=stall_peers,
-                size=file.size,
+                # A copy finished on a look at its destination leaves its call to gfal2, which deletes the destination
+                # when that call expires (measured: 30 min later, XrdCl's request timeout): not for copies a run keeps.
+                size=0 if file.run.keeps_copies else file.size,
             )
         except Exception as exc:  # a bug or an odd URL must still end the file, with the reason
             now = utcnow()

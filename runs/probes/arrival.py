@@ -15,7 +15,10 @@ call may still return by itself; the stall guard's own rules stay in force meanw
 
 The call is left to gfal2 in its thread and not cancelled when the destination is right: gfal2's XRootD plugin
 deletes the destination when a copy call fails (gfal_xrootd_copy_cleanup), so a cancel that took effect would
-delete the file just found whole. Nothing of the abandoned call reaches the caller: its outcome is this one.
+delete the file just found whole. Nothing of the abandoned call reaches the caller: its outcome is this one. Left
+alone, the call still fails in the end (measured on the testbed: 1,824 s after the last byte, XrdCl's request
+timeout of 1,800 s, "Operation expired ... querying the checksum") and gfal2 deletes the destination then: so the
+copies a run keeps are not finished this way (runs.tasks gives them no size), and the thread lives that long.
 """
 
 from __future__ import annotations
