@@ -10,8 +10,8 @@ its size, then its checksum (its server's, or when that does not come within SER
 of its bytes read back through gfal2) against the source's or the expected one. The same file is a finished copy;
 another size or checksum is a stalled try, tried again at once. A look that cannot tell within ARRIVED_CHECK s (a
 busy server, a busy machine: measured, with load averages of 12-33 on the 2 cores, 28 of 40 copies returned more
-than 5 s after their last byte, and some looks did not answer in 8 s) tries again ARRIVED_AGAIN s later while the
-call may still return by itself; the stall guard's own rules stay in force meanwhile.
+than 5 s after their last byte, and some looks did not answer in 8 s) tries again 10 s later (StallGuard.run's
+arrived_again) while the call may still return by itself; the stall guard's own rules stay in force meanwhile.
 
 The call is left to gfal2 in its thread and not cancelled when the destination is right: gfal2's XRootD plugin
 deletes the destination when a copy call fails (gfal_xrootd_copy_cleanup), so a cancel that took effect would
@@ -38,7 +38,6 @@ ARRIVED_GRACE = 5.0  # seconds a copy that reported all its bytes may take to re
 ARRIVED_CHECK = 8.0
 SERVER_CHECKSUM_WITHIN = 3.0  # seconds the destination's server has to give its checksum before the bytes are read
 READ_CHUNK = 8 * 1024 * 1024
-ARRIVED_AGAIN = 10.0  # seconds between two looks at a destination when a look could not tell
 
 
 def checksums_same(one: str, other: str) -> bool:
