@@ -56,8 +56,9 @@ def span(intervals: list[tuple[datetime, datetime]]) -> float:
 
 def bare(source: str, destinations: list[str], mode: str, streams: int, size: int) -> tuple[float, list[Any]]:
     """The same copies with gfal2 alone: a thread pool, one context per copy, the same parameters and the same
-    bounds as a run's (its timeouts, the stall guard, a copy left behind by later ones on its link stopped), so
-    that one copy that never starts cannot hold the bench for ever."""
+    bounds as a run's (its timeouts, the stall guard, a copy left behind by later ones on its link stopped, a copy
+    whose bytes have all arrived ended on a look at its destination), so that one copy that never starts or never
+    returns cannot hold the bench for ever."""
     from runs.parameters import copy_timeouts_default
     from runs.probes.stall import CopyPeers
     from runs.probes.transfer import transfer_file
@@ -68,7 +69,7 @@ def bare(source: str, destinations: list[str], mode: str, streams: int, size: in
 
     def copy(destination: str) -> Any:
         return transfer_file(
-            gfal2_context(), source, destination, mode=mode or None, streams=streams, peers=peers, **bounds
+            gfal2_context(), source, destination, mode=mode or None, streams=streams, peers=peers, size=size, **bounds
         )
 
     started = time.monotonic()
@@ -136,7 +137,9 @@ def main() -> None:
     argv += ["--without-gossip", "--without-mingle", "-l", "warning"]
     with app.connection_for_write() as conn, contextlib.suppress(Exception):  # the queue may not exist yet
         conn.default_channel.queue_purge(QUEUE)
-    processes.start(argv, pidfile=pidfile, logfile=workdir / "worker.log", env=env, cwd=ROOT)
+    worker_log = workdir / "worker.log"
+    log_from = worker_log.stat().st_size if worker_log.exists() else 0  # this run's lines only
+    processes.start(argv, pidfile=pidfile, logfile=worker_log, env=env, cwd=ROOT)
     dispatch.served_queues = lambda: {QUEUE}  # type: ignore[assignment]  # this run's worker only
     dispatch.DEFAULT_QUEUE = QUEUE
     patterns = [f"**/bench-probes/bare-{stamp}"]
@@ -153,6 +156,11 @@ def main() -> None:
             ok = [o for o in outcomes if o.ok]
             bare_rate = sum(o.bytes for o in ok) / span([(o.start, o.end) for o in ok]) if ok else 0.0
             print(f"bare gfal2 thread pool: {bare_rate / 1e9:.3f} GB/s ({bare_wall:.1f} s wall, {len(failed)} failed)")
+            # Copies whose bytes all arrived and whose call did not return (runs.probes.arrival): how they ended.
+            for o in outcomes:
+                if "arrived" in o.details:
+                    look = o.details["arrived"]
+                    print(f"  bare: all bytes arrived, no return {look['grace']} s later: {look} -> ok={o.ok}")
             figures.update(bare_wall=bare_wall, bare_rate=bare_rate, failed=failed)
 
         def portal_side() -> None:
@@ -181,6 +189,12 @@ def main() -> None:
                 time.sleep(0.2)
             portal_wall = time.monotonic() - started
             patterns.append(f"**/portal-runs/{run.directory}")
+            with worker_log.open("rb") as log:
+                log.seek(log_from)
+                lines = log.read().decode(errors="replace").splitlines()
+            for line in lines:
+                if "gfal2's copy call had not returned" in line:  # runs.tasks: a copy looked at (runs.probes.arrival)
+                    print("  portal:", line.split("WARNING/")[-1][:300])
             files = list(RunFile.objects.filter(run=run))
             done = [f for f in files if f.state == "done"]
             portal_bytes = sum(f.bytes for f in done)
@@ -188,7 +202,7 @@ def main() -> None:
             print(
                 f"portal (run {run.pk}, {run.state}): {copies_rate / 1e9:.3f} GB/s over the copies, "
                 f"{portal_bytes / portal_wall / 1e9:.3f} GB/s from run_start to the run's end ({portal_wall:.1f} s "
-                f"wall, {len(files) - len(done)} not done)"
+                f"wall, {len(files) - len(done)} not done, {sum(f.attempt > 1 for f in files)} tried twice)"
             )
             figures.update(
                 run=run,

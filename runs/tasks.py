@@ -156,6 +156,9 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 stall_timeout=stall_timeout(parameters),
                 first_byte_timeout=int(parameters.get("first_byte_timeout") or 0),
                 peers=stall_peers,
+                # A copy finished on a look at its destination leaves its call to gfal2, which deletes the destination
+                # when that call expires (measured: 30 min later, XrdCl's request timeout): not for copies a run keeps.
+                size=0 if file.run.keeps_copies else file.size,
             )
         except SoftTimeLimitExceeded:  # a copy gfal2 did not stop: the try fails (a stale finish is dropped)
             now = utcnow()
@@ -166,6 +169,14 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
             outcome = FileOutcome(file.source_url, file.destination_url, 0, file.start or now, now, False, str(exc))
     finally:
         watcher.remove(file.pk)
+    if "arrived" in outcome.details:  # a storage that holds a finished copy's call: worth an operator's look
+        logger.warning(
+            "file %s try %s: all its bytes arrived and gfal2's copy call had not returned %s s later: %s",
+            file_id,
+            attempt,
+            outcome.details["arrived"]["grace"],
+            outcome.details["arrived"],
+        )
     finishing = time.monotonic()
     engine.file_finish(file_id, attempt, self.request.id, outcome)
     logger.debug(

@@ -15,7 +15,10 @@ thread watches it:
 - a copy cancelled (by the guard, or by the caller's `cancel` event when its run ended) that has not come back
   `abandon_after` seconds later is left behind: gfal2's cancel does not break a TLS handshake or an XRootD socket
   wait (measured on the testbed: a frozen server held both for about 30 s), and a hung one may never come back.
-  Its thread lives on until gfal2's own timeout ends it; the probe reports what it knows now.
+  Its thread lives on until gfal2's own timeout ends it; the probe reports what it knows now;
+- a copy that reported all its bytes (`size`) and whose call has not returned `arrived_grace` seconds later is
+  looked at by the caller's `arrived_look` (runs.probes.arrival: its destination), again every `arrived_again`
+  seconds while the look cannot tell; a look that tells ends the wait with Arrived, nothing cancelled.
 """
 
 from __future__ import annotations
@@ -104,6 +107,38 @@ class Abandoned(Exception):
     """The operation was cancelled and did not come back in time: its thread is left to gfal2's own timeout."""
 
 
+class Arrived(Exception):
+    """Every byte of the copy arrived, its call had not returned a grace later, and the caller's look told how the
+    copy ended (`verdict`): the call's thread is left to gfal2, not cancelled."""
+
+    def __init__(self, verdict: Any) -> None:
+        super().__init__("all its bytes arrived and the call has not returned")
+        self.verdict = verdict
+
+
+def call_within(operation: Callable[[], T], seconds: float) -> T:
+    """operation() in a thread of its own: its value, or the exception it raised, or Abandoned when it has not
+    returned within `seconds` (its thread is left behind; nothing is cancelled, as its context may be busy with
+    another call that must not be disturbed)."""
+    result: dict[str, Any] = {}
+    returned = threading.Event()
+
+    def target() -> None:
+        try:
+            result["value"] = operation()
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            result["error"] = exc
+        finally:
+            returned.set()
+
+    threading.Thread(target=target, name="gfal2-look", daemon=True).start()
+    if not returned.wait(max(seconds, 0.0)):
+        raise Abandoned(f"it had not returned within {seconds:.0f} s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
 class StallGuard:
     """Watches the gfal2 operations of one copy (`run`): cancels the context when nothing happened for `seconds`
     (0: never), and stops waiting for an operation that a cancel did not bring back."""
@@ -117,8 +152,12 @@ class StallGuard:
         abandon_after: float = ABANDON_AFTER,
         first_byte_within: float = 0,
         overtaken: Callable[[], float | None] | None = None,
+        size: int = 0,
     ) -> None:
         self.ctx, self.seconds, self.cancel, self.abandon_after = ctx, seconds, cancel, abandon_after
+        self.size = size  # the bytes a copy moves in all, when known (0: not known)
+        self.arrived_at: float | None = None  # when gfal2 reported all `size` bytes
+        self.next_look = 0.0  # when the destination of a copy whose bytes all arrived may be looked at again
         # Before its first byte a copy may wait longer: a server queues third-party copies (measured on the testbed:
         # 40 native copies of 512 MB at once waited up to 58 s for their first byte, then never more than 2.6 s
         # between two reports; 40 HTTP pushes 12 s, then 5.8 s). 0: the same as `seconds`.
@@ -138,15 +177,26 @@ class StallGuard:
         with self.lock:
             if done > self.bytes:
                 self.bytes, self.last = done, time.monotonic()
+            if self.size and done >= self.size and self.arrived_at is None:
+                self.arrived_at = time.monotonic()
 
     def alive(self) -> None:
         """gfal2 reported an event (a phase of the copy began or ended)."""
         with self.lock:
             self.last = time.monotonic()
 
-    def run(self, operation: Callable[[], T]) -> T:
+    def run(
+        self,
+        operation: Callable[[], T],
+        *,
+        arrived_look: Callable[[], Any] | None = None,
+        arrived_grace: float = 0,
+        arrived_again: float = 10.0,
+    ) -> T:
         """operation() (a gfal2 call on this guard's context) in a thread of its own, watched from this one: its
-        value, or the exception it raised, or Abandoned once it was cancelled and did not come back in time."""
+        value, or the exception it raised, or Abandoned once it was cancelled and did not come back in time, or
+        Arrived with what `arrived_look` (for a copy of `size` bytes) said once they all arrived `arrived_grace` s
+        ago without a return (None: it cannot tell yet; asked again `arrived_again` s later)."""
         result: dict[str, Any] = {}
         returned = threading.Event()
 
@@ -168,6 +218,12 @@ class StallGuard:
                 with self.lock:
                     quiet = now - self.last
                     limit = self.seconds if self.bytes else self.first_byte_within
+                    arrived = self.arrived_at is not None and now - self.arrived_at >= arrived_grace
+                if arrived and arrived_look is not None and now >= self.next_look:
+                    verdict = arrived_look()
+                    if verdict is not None and not returned.is_set():  # a call back meanwhile says it itself
+                        raise Arrived(verdict)
+                    self.next_look = time.monotonic() + arrived_again
                 left_behind = self._left_behind()
                 if self.seconds > 0 and (quiet >= limit or left_behind):
                     self.fired, self.stuck, stopped_at = True, left_behind, now

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 
 import gfal2
 
+from .arrival import ARRIVED_GRACE, ArrivalLook, checksums_same
 from .outcomes import FileOutcome, utcnow
-from .stall import STALLED, Abandoned, CopyPeers, StallGuard
+from .stall import STALLED, Abandoned, Arrived, CopyPeers, StallGuard
 from .tokens import token_redacted
 
 MODES = ("pull", "push", "streamed", "native")
@@ -122,22 +123,23 @@ def transfer_file(
     stall_timeout: float = 0,
     first_byte_timeout: float = 0,
     peers: CopyPeers | None = None,
+    size: int = 0,
+    arrived_grace: float = ARRIVED_GRACE,
+    copy_returned: Callable[[], None] | None = None,
 ) -> FileOutcome:
     """Copy source_url to destination_url once and say how it went: real start and end, bytes (the source's
     size), the mode gfal2 actually used, the checksum both ends agreed on, gfal2's events in details.
 
-    checksum: "ADLER32" (or another algorithm gfal2 knows) checked at both ends, or "none". expected_checksum:
-    the value the source must have (gfal2 compares it too). `cancel`, when given and set by the caller, marks a
-    failure after ctx.cancel() as cancelled. `progress`, when given, is called with the bytes copied so far each
-    time gfal2 reports them (its monitor callback: about every 5 s, from the servers' performance markers for
-    third-party copies; a copy shorter than that reports nothing). `stall_timeout` (seconds, 0: none) stops a
-    copy in which nothing moved for that long once its first byte moved, or that moved no byte within its
-    `first_byte_timeout` (default: its `timeout`), or that is left behind on its link (`peers`, the process's
-    copies: the copies ahead of it and a later one ended while it still has no byte) (runs.probes.stall): it fails
-    as "stalled", saying for how long. A stopped copy (stalled, or cancelled) that gfal2 does not bring back within
-    10 s is left to gfal2's own timeout in its thread, and reported now. `overwrite` stays off for the portal's
-    copies: a name already there is someone else's file (another portal's, or a run from before a restore), and
-    the copy fails as "destination exists" instead of replacing it."""
+    checksum: "ADLER32" (or another algorithm gfal2 knows) checked at both ends, or "none"; expected_checksum: the
+    value the source must have. `cancel`, set by the caller, marks a failure after ctx.cancel() as cancelled.
+    `progress` is called with the bytes copied so far each time gfal2 reports them (about every 5 s). The stall
+    guard (runs.probes.stall; `stall_timeout` s, 0: none) stops a copy in which nothing moved for that long, that
+    moved no byte within `first_byte_timeout` (default: `timeout`), or that later copies on its link (`peers`)
+    passed before its first byte: "stalled"; a stopped copy that gfal2 does not bring back within 10 s is left to
+    gfal2's own timeout in its thread. A copy that reported all its `size` bytes (0: not known) and has not returned
+    `arrived_grace` s later ends on a look at its destination (runs.probes.arrival). `copy_returned` is called in the
+    copy's thread once gfal2's call returned, before the probe sees it: a seam for tests. `overwrite` stays off for
+    the portal's copies: a name already there is someone else's file, and the copy fails as "destination exists"."""
     if mode not in (None, "", *MODES):
         raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = _copy_parameters(ctx, source_url, destination_url, mode=mode, streams=streams, timeout=timeout)
@@ -145,39 +147,55 @@ def transfer_file(
     checked_here = _checksum_set(ctx, params, (source_url, destination_url), checksum, expected_checksum)
     link = (urlsplit(source_url).netloc, urlsplit(destination_url).netloc)
     peer = peers.begin(link) if peers is not None else None
+    overtaken = (lambda: peers.overtaken(peer)) if peers is not None and peer is not None else None
+    peer_ends = (lambda: peers.end(peer)) if peers is not None and peer is not None else (lambda: None)
+    first_byte_within = max(first_byte_timeout or timeout, stall_timeout)
     guard = StallGuard(
-        ctx,
-        stall_timeout,
-        cancel=cancel,
-        first_byte_within=max(first_byte_timeout or timeout, stall_timeout),
-        overtaken=(lambda: peers.overtaken(peer)) if peers is not None and peer is not None else None,
+        ctx, stall_timeout, cancel=cancel, first_byte_within=first_byte_within, overtaken=overtaken, size=size
     )
     watch = _CopyWatch(guard, progress)
     params.event_callback = watch.on_event
     params.monitor_callback = watch.on_progress
     details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": watch.events}
     start = utcnow()
+    urls = (source_url, destination_url)
+    look = ArrivalLook(ctx, urls, size=size, checksum=checksum, expected=expected_checksum, grace=arrived_grace)
+    look.start, look.details = start, details
+    look.mode = lambda: _mode_done(watch.copy_type, source_url, destination_url)
     try:
-        guard.run(lambda: ctx.filecopy(params, source_url, destination_url))
+        copy = _copy_call(ctx, params, urls, copy_returned)
+        guard.run(copy, arrived_look=look if size else None, arrived_grace=arrived_grace)  # "all bytes" needs the size
+    except Arrived as arrived:
+        peer_ends()
+        return arrived.verdict
     except (gfal2.GError, Abandoned) as exc:
         end = utcnow()
-        if peers is not None and peer is not None:
-            peers.end(peer)
+        peer_ends()
+        mode_done = _mode_done(watch.copy_type, source_url, destination_url)
         cause, message = _failure(ctx, exc, guard, source_url, cancelled=bool(cancel is not None and cancel.is_set()))
         details.update(cause=cause, errno=getattr(exc, "code", None), cancelled=cause == CANCELLED)
-        mode_done = _mode_done(watch.copy_type, source_url, destination_url)
         return FileOutcome(
             source_url, destination_url, 0, start, end, False, error=message, mode=mode_done, details=details
         )
     end = utcnow()
-    if peers is not None and peer is not None:
-        peers.end(peer)
+    peer_ends()
     size, agreed = _after_copy(ctx, guard, source_url, destination_url, checksum=checksum, details=details)
     mode_done = _mode_done(watch.copy_type, source_url, destination_url)
     outcome = FileOutcome(source_url, destination_url, size, start, end, True, "", mode_done, agreed, details)
     if checked_here:
         _checksums_compared(ctx, guard, outcome, checksum=checksum, expected=expected_checksum)
     return outcome
+
+
+def _copy_call(ctx: Any, params: Any, urls: tuple[str, str], returned: Callable[[], None] | None) -> Callable[[], None]:
+    """gfal2's copy call, then `returned` (transfer_file's seam) in the same thread."""
+
+    def copy() -> None:
+        ctx.filecopy(params, *urls)
+        if returned is not None:
+            returned()
+
+    return copy
 
 
 def _checksum_set(ctx: Any, params: Any, urls: tuple[str, str], checksum: str, expected_checksum: str) -> bool:
@@ -219,11 +237,7 @@ def _checksums_differ(
         return f"the source's {checksum} could not be read: {_message(exc)}"
     if not agreed:
         return f"the destination's {checksum} could not be read"
-    try:
-        same = int(wanted, 16) == int(agreed, 16)
-    except ValueError:
-        same = wanted.strip().lower() == agreed.strip().lower()
-    return "" if same else f"source {checksum} {wanted}, destination {agreed}"
+    return "" if checksums_same(wanted, agreed) else f"source {checksum} {wanted}, destination {agreed}"
 
 
 def _copy_parameters(
