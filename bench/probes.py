@@ -59,9 +59,9 @@ def bare(source: str, destinations: list[str], mode: str, streams: int, size: in
     bounds as a run's (its timeouts, the stall guard, a copy left behind by later ones on its link stopped, a copy
     whose bytes have all arrived ended on a look at its destination), so that one copy that never starts or never
     returns cannot hold the bench for ever."""
+    from measure.stall import CopyPeers
+    from measure.transfer import transfer_file
     from runs.parameters import copy_timeouts_default
-    from runs.probes.stall import CopyPeers
-    from runs.probes.transfer import transfer_file
     from runs.tasks import gfal2_context
 
     bounds = copy_timeouts_default(largest=size, concurrency=len(destinations))
@@ -102,10 +102,10 @@ def main() -> None:
     from django.db.models import Avg, F
 
     from common import processes
+    from measure.testfiles import test_file
     from portal.celery import app
     from runs import dispatch
     from runs.models import RunFile
-    from runs.probes.testfiles import test_file
     from runs.reaper import runs_reap
     from runs.services import run_start
     from runs.tasks import gfal2_context
@@ -156,7 +156,7 @@ def main() -> None:
             ok = [o for o in outcomes if o.ok]
             bare_rate = sum(o.bytes for o in ok) / span([(o.start, o.end) for o in ok]) if ok else 0.0
             print(f"bare gfal2 thread pool: {bare_rate / 1e9:.3f} GB/s ({bare_wall:.1f} s wall, {len(failed)} failed)")
-            # Copies whose bytes all arrived and whose call did not return (runs.probes.arrival): how they ended.
+            # Copies whose bytes all arrived and whose call did not return (measure.arrival): how they ended.
             for o in outcomes:
                 if "arrived" in o.details:
                     look = o.details["arrived"]
@@ -193,7 +193,7 @@ def main() -> None:
                 log.seek(log_from)
                 lines = log.read().decode(errors="replace").splitlines()
             for line in lines:
-                if "gfal2's copy call had not returned" in line:  # runs.tasks: a copy looked at (runs.probes.arrival)
+                if "gfal2's copy call had not returned" in line:  # runs.tasks: a copy looked at (measure.arrival)
                     print("  portal:", line.split("WARNING/")[-1][:300])
             files = list(RunFile.objects.filter(run=run))
             done = [f for f in files if f.state == "done"]

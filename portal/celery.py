@@ -17,7 +17,7 @@ app.autodiscover_tasks()
 @after_setup_task_logger.connect
 def tokens_redacted_in_logs(logger: Any, *args: Any, **kwargs: Any) -> None:
     """A worker's log handlers (Celery's own, not Django's LOGGING) take tokens out of every record as well."""
-    from runs.probes.tokens import TokenRedactingFilter
+    from measure.tokens import TokenRedactingFilter
 
     for handler in logger.handlers:
         handler.addFilter(TokenRedactingFilter())

@@ -325,10 +325,10 @@ DISPATCH_HEARTBEAT = env.float("DISPATCH_HEARTBEAT", default=5.0)
 DISPATCH_INSPECT_TIMEOUT = env.float("DISPATCH_INSPECT_TIMEOUT", default=0.5)
 PROBES_TESTBED = env.bool("PROBES_TESTBED", default=False)
 # Where probes get their gfal2 contexts (CA, tokens, options) and cache hooks: a dotted path to a
-# runs.probes.context.ProbeContext class. Workers never import the testbed; only this setting names it.
+# measure.context.ProbeContext class. Workers never import the testbed; only this setting names it.
 PROBE_CONTEXT = env.str(
     "PROBE_CONTEXT",
-    default="testbed.client.TestbedProbeContext" if PROBES_TESTBED else "runs.probes.context.ProbeContext",
+    default="testbed.client.TestbedProbeContext" if PROBES_TESTBED else "measure.context.ProbeContext",
 )
 
 # Where workers get their storage credentials (runs/credentials.py, docs/operator/tokens.md): "" (the host's own:
@@ -381,7 +381,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     # No token reaches a log: gfal2's Davix headers (Authorization) and root:// URLs (authz) are redacted.
-    "filters": {"tokens": {"()": "runs.probes.tokens.TokenRedactingFilter"}},
+    "filters": {"tokens": {"()": "measure.tokens.TokenRedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["tokens"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # gfal2 logs every Davix request and response header at INFO (thousands of lines an hour in a worker): quiet

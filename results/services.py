@@ -64,7 +64,7 @@ class StoreSummary:
 
 
 class ProbeOutcome(Protocol):
-    """What a probe tells of one file (runs.probes.outcomes.FileOutcome has this shape)."""
+    """What a probe tells of one file (measure.outcomes.FileOutcome has this shape)."""
 
     source_url: str
     destination_url: str

@@ -11,11 +11,11 @@ from typing import Any
 from django.conf import settings
 
 from challenges.choices import ActivityKind
+from measure.context import ProbeContext
+from measure.testfiles import DIRECTORY as TESTFILES_DIRECTORY
+from measure.tokens import TokenFile, TokenSource, client_credentials
 
 from .models import Run, RunFile
-from .probes.context import ProbeContext
-from .probes.testfiles import DIRECTORY as TESTFILES_DIRECTORY
-from .probes.tokens import TokenFile, TokenSource, client_credentials
 
 Grants = list[tuple[str, str]]
 
@@ -89,7 +89,7 @@ def run_credential_store(run_id: int, detail: dict[str, Any]) -> None:
 
 
 def run_credential_check(run: Run, context: ProbeContext) -> dict[str, Any]:
-    """Obtain the run's tokens now (raises runs.probes.tokens.TokenError with the issuer's answer) and keep the
+    """Obtain the run's tokens now (raises measure.tokens.TokenError with the issuer's answer) and keep the
     note of them on the run."""
     detail = context.credential(run_grants(run))
     run_credential_store(run.pk, detail)

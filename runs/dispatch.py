@@ -39,7 +39,7 @@ PLUGIN_SCHEMES: dict[str, tuple[str, ...]] = {
 @cache
 def worker_schemes() -> frozenset[str]:
     """URL schemes the workers' gfal2 can speak: the plugins gfal2 loads here (workers run this same image)."""
-    from .probes.context import gfal2_context_new
+    from measure.context import gfal2_context_new
 
     names = gfal2_context_new().get_plugin_names()
     schemes: set[str] = set()

@@ -8,7 +8,7 @@ file still carries that task's id and attempt), so that a message delivered twic
 file to another try, does nothing. Every try of every file ends as one results.TransferRecord (origin "probe",
 origin_id run/file/attempt), stored with the file's new state in one transaction.
 
-One-task runs (staging, network, cache, io) are begun and stored by runs.probe_runs.
+One-task runs (staging, network, cache, io) are begun and stored by runs.probes.runs.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from django.db.models import Case, Count, DateTimeField, F, PositiveBigIntegerFi
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from measure.outcomes import FileOutcome
+from measure.transfer import DESTINATION_FULL, EXISTS, STALLED
 from results.choices import RecordState
 from results.models import TransferRecord
 from results.services import probe_record_new, records_store
@@ -33,8 +35,6 @@ from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle
 from .limits import copy_task_limits
 from .models import Run, RunFile
-from .probes.outcomes import FileOutcome
-from .probes.transfer import DESTINATION_FULL, EXISTS, STALLED
 
 MAX_ATTEMPTS = 2  # a file whose worker died (runs.reaper) or whose copy stalled is tried once more
 
@@ -180,7 +180,7 @@ def run_prepare(
     if credential is not None:
         try:
             credential(run)
-        except Exception as exc:  # runs.probes.tokens.TokenError: the issuer unreachable or refusing the client
+        except Exception as exc:  # measure.tokens.TokenError: the issuer unreachable or refusing the client
             error = f"no token for the run's storage: {exc}"
     error = error or run_space_problem(run, free_space=free_space)
     size = int(run.parameters.get("file_size") or 0)

@@ -17,13 +17,13 @@ from django.db.models import Q
 from challenges.choices import ActivityKind
 from challenges.models import Activity
 from common.units import is_whole_number
+from measure.testfiles import test_file_url
 from sites.matching import endpoint_serves, storage_for_url
 from sites.models import Experiment, Site, StorageEndpoint
 
 from .choices import FileState
 from .dispatch import worker_schemes
 from .models import RunFile
-from .probes.testfiles import test_file_url
 
 TRANSFER_MODES = ("pull", "push", "streamed", "native")
 CHECKSUMS = ("ADLER32", "MD5", "CRC32", "none")

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from measure.outcomes import FileOutcome
 from results.choices import RecordState
 from results.services import records_store
 
@@ -28,7 +29,6 @@ from .engine import MAX_ATTEMPTS, file_record_new, file_requeue, files_record, r
 from .limits import copy_task_limits, prepare_task_limits
 from .models import Run, RunFile
 from .parameters import DEFAULT_TIMEOUT, TRANSFER_KINDS
-from .probes.outcomes import FileOutcome
 
 logger = logging.getLogger(__name__)
 

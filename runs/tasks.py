@@ -24,6 +24,8 @@ from django.utils.module_loading import import_string
 
 from challenges.choices import ActivityKind
 from common.locks import advisory_lock
+from measure.context import ProbeContext
+from measure.outcomes import FileOutcome, utcnow
 
 from . import clock, engine, reaper
 from .copies import run_copies_deleted, run_copies_to_delete
@@ -47,9 +49,7 @@ from .limits import (
 )
 from .models import Run
 from .parameters import TRANSFER_KINDS, stall_timeout
-from .probe_runs import run_probe_begin, run_probe_store
-from .probes.context import ProbeContext
-from .probes.outcomes import FileOutcome, utcnow
+from .probes.runs import run_probe_begin, run_probe_store
 from .watcher import watcher
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def run_prepare(self: Any, run_id: int) -> None:
     if run is None:
         return
     if run.kind in TRANSFER_KINDS:
-        from .probes.testfiles import test_file
+        from measure.testfiles import test_file
 
         checksum = str(run.parameters.get("checksum") or "ADLER32")
 
@@ -122,8 +122,8 @@ def run_prepare(self: Any, run_id: int) -> None:
 )
 def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     """Copy one file of a transfer run (try `attempt`), store its record, send the run's next file."""
-    from .probes.stall import peers as stall_peers
-    from .probes.transfer import transfer_file
+    from measure.stall import peers as stall_peers
+    from measure.transfer import transfer_file
 
     received = time.monotonic()
     file = engine.file_claim(file_id, attempt, self.request.id, _worker_name(self))
@@ -219,7 +219,7 @@ ProbeResult = tuple[list[FileOutcome], dict[str, Any], str]
 
 
 def _staging_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from .probes.staging import stage_files
+    from measure.staging import stage_files
 
     parameters = run.parameters
     urls = list(parameters["urls"])
@@ -241,7 +241,7 @@ def _staging_probe(run: Run, context: ProbeContext, cancelled: threading.Event) 
 
 
 def _network_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from .probes.network import network_probe
+    from measure.network import network_probe
 
     parameters = run.parameters
     network = network_probe(
@@ -257,7 +257,7 @@ def _network_probe(run: Run, context: ProbeContext, cancelled: threading.Event) 
 
 
 def _cache_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from .probes.cache import cache_study
+    from measure.cache import cache_study
 
     cache_url = run.parameters["cache_url"]
     cache_result = cache_study(
@@ -270,7 +270,7 @@ def _cache_probe(run: Run, context: ProbeContext, cancelled: threading.Event) ->
 
 
 def _io_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from .probes.io import io_probe
+    from measure.io import io_probe
 
     parameters = run.parameters
     io_result = io_probe(
@@ -299,7 +299,7 @@ PROBES: dict[str, Callable[[Run, ProbeContext, threading.Event], ProbeResult]] =
 )
 def run_copies_delete(run_id: int) -> None:
     """Delete an ended run's destination copies with gfal2 (idempotent: a second pass finds them gone)."""
-    from .probes.cleanup import copies_delete
+    from measure.cleanup import copies_delete
 
     wanted = run_copies_to_delete(run_id)
     try:

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from . import probe_views, views
+from . import views
+from .probes import views as probe_views
 
 app_name = "runs"
 urlpatterns = [

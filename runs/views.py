@@ -37,8 +37,8 @@ from .choices import RUN_ENDED, CopiesState, FileState, RunState
 from .copies import run_copies_delete as copies_delete_service
 from .models import Run, RunFile
 from .parameters import TRANSFER_KINDS, TRANSFER_MODES
-from .probe_results import probe_results
-from .probe_tables import probe_figures
+from .probes.results import probe_results
+from .probes.tables import probe_figures
 from .selectors import SiteNames, run_figures, runs_with_figures
 from .services import run_cancel as run_cancel_service
 from .services import run_start

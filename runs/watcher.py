@@ -13,9 +13,10 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
+from measure.outcomes import utcnow
+
 from .engine import file_heartbeat, runs_stopped
-from .probe_runs import runs_heartbeat
-from .probes.outcomes import utcnow
+from .probes.runs import runs_heartbeat
 
 logger = logging.getLogger(__name__)
 

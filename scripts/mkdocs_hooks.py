@@ -1,6 +1,6 @@
 """MkDocs hooks of the handbook (mkdocs.yml `hooks:`), local and offline.
 
-- Code paths: every repository path a page names in backticks (`results/targets/rates.py`, `runs/probes/`) must exist,
+- Code paths: every repository path a page names in backticks (`results/targets/rates.py`, `measure/`) must exist,
   so that the handbook never sends a reader to a file that moved. A missing one is a warning, which `mkdocs build
   --strict` (CI) turns into a failure.
 - Screenshots: the browser tests write fresh ones to var/screenshots/ on every run (tests/e2e/screenshots.py); a

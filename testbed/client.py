@@ -8,8 +8,8 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
-from runs.probes.context import ProbeContext, gfal2_context_new
-from runs.probes.tokens import ClientCredentials, client_credentials
+from measure.context import ProbeContext, gfal2_context_new
+from measure.tokens import ClientCredentials, client_credentials
 
 from .grid import Testbed, TestbedConfig
 

@@ -24,6 +24,7 @@ PACKAGES = (
     "challenges",
     "sites",
     "common",
+    "measure",
 )
 
 

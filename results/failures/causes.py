@@ -89,7 +89,7 @@ def _categories_of_batch() -> Callable[[str], str]:
 # --- FTS's scheme of a failure ----------------------------------------------------------------------------------
 # FTS says of a failed transfer its category (tr_error_category), scope (tr_error_scope: SOURCE, DESTINATION,
 # TRANSFER, GENERAL_FAILURE) and phase (t_failure_phase: TRANSFER_PREPARATION, TRANSFER, TRANSFER_FINALIZATION).
-# The portal's own runs (origin "probe") begin their error message with a cause (runs/probes/transfer.py): that cause
+# The portal's own runs (origin "probe") begin their error message with a cause (measure/transfer.py): that cause
 # is given FTS's fields WHEN THE RECORD IS STORED (records_store, record_rows_store), so that failures of both
 # group by one scheme in plain SQL. A probe failure of another cause: OTHER / GENERAL_FAILURE / TRANSFER.
 

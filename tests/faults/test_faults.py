@@ -20,8 +20,8 @@ import pytest
 from django.conf import settings
 
 from common import processes
+from measure.testfiles import test_file
 from portal.devstack import _pg_bin
-from runs.probes.testfiles import test_file
 from runs.reaper import copy_deadline_seconds
 from testbed.grid import Testbed
 from tests.faults.conftest import Deployment, Tally, wait_until

@@ -244,7 +244,7 @@ def test_the_probes_page_shows_when_a_run_started_to_the_second_and_the_export_i
 
 
 def test_a_network_runs_histogram_of_one_interval_with_data_is_one_bin_centred_on_it() -> None:
-    from runs.probe_tables import network_figures
+    from runs.probes.tables import network_figures
 
     _, histogram = network_figures({"intervals": [(1.0, 9.4e9 / 8), (2.0, 0.0)]})
     assert histogram["data"][0]["x"] == [pytest.approx(9.4)]

@@ -214,7 +214,7 @@ def test_files_that_fail_for_their_own_reasons_each_say_why_and_the_run_goes_on(
 ) -> None:
     purge_default_queue()
     served_queues_forget()
-    from runs.probes.testfiles import test_file
+    from measure.testfiles import test_file
 
     source = test_file(gfal, registry.endpoint("t0.root").url, MB)
     name = f"reliability/{uuid.uuid4().hex}"

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from challenges.models import Activity, Challenge, Target
+from measure.outcomes import FileOutcome
 from results.models import TransferRecord
 from results.targets.rates import target_rates
 from runs.models import Run
-from runs.probe_runs import run_probe_store
-from runs.probes.outcomes import FileOutcome
+from runs.probes.runs import run_probe_store
 from tests.sites.factories import ExperimentFactory, SiteFactory, StorageEndpointFactory
 
 pytestmark = pytest.mark.django_db

@@ -11,13 +11,13 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
+from measure.outcomes import FileOutcome, utcnow
+from measure.transfer import DESTINATION_FULL, EXISTS, STALLED
 from runs.choices import CopiesState, FileState
 from runs.copies import run_copies_delete, run_copies_to_delete
 from runs.engine import file_claim, file_finish, run_space_problem
 from runs.models import Run, RunFile
-from runs.probe_runs import run_probe_begin, run_probe_store, runs_heartbeat
-from runs.probes.outcomes import FileOutcome, utcnow
-from runs.probes.transfer import DESTINATION_FULL, EXISTS, STALLED
+from runs.probes.runs import run_probe_begin, run_probe_store, runs_heartbeat
 from runs.reaper import runs_reap
 from runs.services import run_cancel, run_start
 from sites.roles import membership_grant

@@ -16,10 +16,10 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from common import processes
+from measure.tokens import audience_of, scope_path
 from results.models import TransferRecord
 from runs.dispatch import served_queues_forget
 from runs.models import Run, RunFile
-from runs.probes.tokens import audience_of, scope_path
 from sites.services import sites_import
 from testbed.grid import Testbed
 from tests.runs.helpers import (

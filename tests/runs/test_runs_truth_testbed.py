@@ -17,11 +17,11 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from common import processes
+from measure.context import gfal2_context_new
+from measure.testfiles import test_file_expected_checksum, test_file_url
 from results.models import TransferRecord
 from runs.choices import CopiesState
 from runs.models import Run
-from runs.probes.context import gfal2_context_new
-from runs.probes.testfiles import test_file_expected_checksum, test_file_url
 from runs.reaper import runs_reap
 from runs.services import run_cancel, run_start
 from testbed.grid import Testbed

@@ -13,10 +13,10 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from measure.context import ProbeContext
 from results.models import TransferRecord
 from runs import dispatch
 from runs.models import Run
-from runs.probes.context import ProbeContext
 from sites.roles import membership_grant
 from sweeps import services
 from sweeps.grids import compare_rows

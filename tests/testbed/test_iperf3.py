@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.probes.iperf3 import Iperf3Error, parse_iperf3, run_iperf3
+from measure.iperf3 import Iperf3Error, parse_iperf3, run_iperf3
 from testbed.grid import Testbed
 
 pytestmark = pytest.mark.testbed

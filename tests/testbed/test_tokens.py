@@ -16,13 +16,13 @@ from typing import Any
 import gfal2
 import pytest
 
-from runs.probes.cache import cache_study
-from runs.probes.cleanup import copies_delete
-from runs.probes.context import gfal2_context_new
-from runs.probes.io import io_probe
-from runs.probes.staging import stage_files
-from runs.probes.testfiles import test_file
-from runs.probes.tokens import (
+from measure.cache import cache_study
+from measure.cleanup import copies_delete
+from measure.context import gfal2_context_new
+from measure.io import io_probe
+from measure.staging import stage_files
+from measure.testfiles import test_file
+from measure.tokens import (
     ClientCredentials,
     TokenContext,
     TokenError,
@@ -31,7 +31,7 @@ from runs.probes.tokens import (
     scope_path,
     token_redacted,
 )
-from runs.probes.transfer import transfer_file
+from measure.transfer import transfer_file
 from testbed.client import testbed_token_source as issuer_of
 from testbed.grid import Testbed
 from testbed.issuer import token_mint

@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from measure.cleanup import copies_delete
 from runs.choices import CopiesState
 from runs.copies import run_copies_deleted, run_copies_to_delete, runs_with_copies
 from runs.credentials import delete_grants
-from runs.probes.cleanup import copies_delete
 from runs.tasks import gfal2_context
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from runs.probes.context import gfal2_context_new
-from runs.probes.stall import Abandoned, StallGuard
-from runs.probes.testfiles import test_file, test_file_checksum, test_file_url
-from runs.probes.transfer import CANCELLED, CHECKSUM, MISSING, REFUSED, STALLED, transfer_file
+from measure.context import gfal2_context_new
+from measure.stall import Abandoned, StallGuard
+from measure.testfiles import test_file, test_file_checksum, test_file_url
+from measure.transfer import CANCELLED, CHECKSUM, MISSING, REFUSED, STALLED, transfer_file
 from testbed.grid import Testbed
 
 MB = 1024 * 1024

@@ -17,7 +17,7 @@ thread watches it:
   wait (measured on the testbed: a frozen server held both for about 30 s), and a hung one may never come back.
   Its thread lives on until gfal2's own timeout ends it; the probe reports what it knows now;
 - a copy that reported all its bytes (`size`) and whose call has not returned `arrived_grace` seconds later is
-  looked at by the caller's `arrived_look` (runs.probes.arrival: its destination), again every `arrived_again`
+  looked at by the caller's `arrived_look` (measure.arrival: its destination), again every `arrived_again`
   seconds while the look cannot tell; a look that tells ends the wait with Arrived, nothing cancelled.
 """
 

@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 
 from common import processes
-from runs.probes.staging import stage_files
+from measure.staging import stage_files
 from testbed.grid import TAPE_SITE, Testbed
 
 pytestmark = pytest.mark.testbed

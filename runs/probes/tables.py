@@ -1,6 +1,6 @@
 """The probes of a challenge as tables, one per kind (network, io, cache, staging), for its results and their
 exports, and the comparison with an earlier challenge; and the run page's figures of one probe. Every number comes
-from the runs' summaries through runs.probe_results (one reading of each probe kind); rates in bytes per second."""
+from the runs' summaries through runs.probes.results (one reading of each probe kind); rates in bytes per second."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from challenges.choices import ActivityKind
 from results.charts import one_value_bins
 from sites.matching import site_for_url, site_matcher
 
-from .models import Run
-from .probe_results import network_results, staging_results, staging_tape_limit
+from ..models import Run
+from .results import network_results, staging_results, staging_tape_limit
 
 PROBE_KINDS = ("network", "io", "cache", "staging")
 
@@ -359,7 +359,7 @@ FIGURES = {"network": network_figures, "staging": staging_figures, "io": io_figu
 
 
 def probe_figures(probe: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The Plotly figures (as JSON) of a run page's probe result (runs.probe_results.probe_results)."""
+    """The Plotly figures (as JSON) of a run page's probe result (runs.probes.results.probe_results)."""
     if not probe:
         return []
     make = FIGURES.get(probe.get("kind", ""))

@@ -13,7 +13,7 @@ from challenges.choices import ActivityKind
 from sites.matching import site_for_url
 from sites.models import Site
 
-from .models import Run
+from ..models import Run
 
 
 def _interval_rates(summary: dict[str, Any]) -> list[tuple[float, float]]:

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from runs.credentials import token_source_from_settings
-from runs.probes.context import ProbeContext
-from runs.probes.tokens import (
+from measure.context import ProbeContext
+from measure.tokens import (
     ClientCredentials,
     HostCredentials,
     TokenError,
@@ -22,6 +21,7 @@ from runs.probes.tokens import (
     grants_requests,
     token_request,
 )
+from runs.credentials import token_source_from_settings
 
 
 def test_a_copy_reads_its_source_and_creates_in_its_destination_directory() -> None:

@@ -133,11 +133,11 @@ def transfer_file(
     checksum: "ADLER32" (or another algorithm gfal2 knows) checked at both ends, or "none"; expected_checksum: the
     value the source must have. `cancel`, set by the caller, marks a failure after ctx.cancel() as cancelled.
     `progress` is called with the bytes copied so far each time gfal2 reports them (about every 5 s). The stall
-    guard (runs.probes.stall; `stall_timeout` s, 0: none) stops a copy in which nothing moved for that long, that
+    guard (measure.stall; `stall_timeout` s, 0: none) stops a copy in which nothing moved for that long, that
     moved no byte within `first_byte_timeout` (default: `timeout`), or that later copies on its link (`peers`)
     passed before its first byte: "stalled"; a stopped copy that gfal2 does not bring back within 10 s is left to
     gfal2's own timeout in its thread. A copy that reported all its `size` bytes (0: not known) and has not returned
-    `arrived_grace` s later ends on a look at its destination (runs.probes.arrival). `copy_returned` is called in the
+    `arrived_grace` s later ends on a look at its destination (measure.arrival). `copy_returned` is called in the
     copy's thread once gfal2's call returned, before the probe sees it: a seam for tests. `overwrite` stays off for
     the portal's copies: a name already there is someone else's file, and the copy fails as "destination exists"."""
     if mode not in (None, "", *MODES):

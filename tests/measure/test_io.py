@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from common import processes
-from runs.probes.io import io_probe, read_file
+from measure.io import io_probe, read_file
 from testbed.grid import Testbed
 
 SIZE = 16 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""A copy that moved all its bytes and whose gfal2 call does not return (runs.probes.arrival), with real copies on
+"""A copy that moved all its bytes and whose gfal2 call does not return (measure.arrival), with real copies on
 the testbed: the copy really happens, end to end with ADLER32, and a seam in the probe (`copy_returned`) holds the
 call's return in its thread, as XRootD 5.5.3 holds it when its checksum queue loses the destination's job (not
 reproducible at will: docs/testbed.md). The destination is then a real file, left whole or changed on disk."""
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from runs.probes import arrival
-from runs.probes.context import gfal2_context_new
-from runs.probes.stall import Arrived, StallGuard
-from runs.probes.testfiles import test_file
-from runs.probes.transfer import STALLED, transfer_file
+from measure import arrival
+from measure.context import gfal2_context_new
+from measure.stall import Arrived, StallGuard
+from measure.testfiles import test_file
+from measure.transfer import STALLED, transfer_file
 from testbed.grid import Testbed
 
 MB = 1024 * 1024

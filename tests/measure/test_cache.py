@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runs.probes.cache import cache_study
+from measure.cache import cache_study
 from testbed.grid import Testbed
 
 pytestmark = pytest.mark.testbed

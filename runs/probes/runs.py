@@ -18,13 +18,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from challenges.choices import ActivityKind
+from measure.outcomes import ONLINE_BEFORE, FileOutcome
 from results.choices import RecordState
 from results.services import network_measurement_store, probe_record_new, records_store
 
-from .choices import RUN_ENDED, RunState
-from .engine import run_experiment_id, run_outcome
-from .models import Run
-from .probes.outcomes import ONLINE_BEFORE, FileOutcome
+from ..choices import RUN_ENDED, RunState
+from ..engine import run_experiment_id, run_outcome
+from ..models import Run
 
 
 def run_probe_begin(run_id: int) -> Run | None:

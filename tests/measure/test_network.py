@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from common import processes
-from runs.probes.network import mtu_warnings, network_probe, parse_tracepath
+from measure.network import mtu_warnings, network_probe, parse_tracepath
 from testbed.grid import Testbed
 
 

@@ -13,12 +13,12 @@ from typing import Any
 import gfal2
 import pytest
 
-from runs.probes import stall
-from runs.probes.cleanup import copies_delete
-from runs.probes.context import gfal2_context_new
-from runs.probes.stall import Abandoned, CopyPeers, StallGuard
-from runs.probes.testfiles import test_file
-from runs.probes.transfer import EXISTS, transfer_file
+from measure import stall
+from measure.cleanup import copies_delete
+from measure.context import gfal2_context_new
+from measure.stall import Abandoned, CopyPeers, StallGuard
+from measure.testfiles import test_file
+from measure.transfer import EXISTS, transfer_file
 from testbed.grid import Testbed
 
 MB = 1024 * 1024

@@ -21,8 +21,8 @@ from results.active_rates import transfers_rates
 from results.models import TransferRecord
 from sites.matching import site_matcher
 
-from .models import Run
-from .probe_results import staging_results
+from ..models import Run
+from .results import staging_results
 
 TAPE_COLUMNS = [
     "experiment",

@@ -59,7 +59,7 @@ class ProbeContext:
     def gfal2_context(self, grants: Sequence[tuple[str, str]] = ()) -> Any:
         """A new gfal2 context for one probe or copy. `grants`: (url, access) pairs ("read", "write", "overwrite",
         "delete", "stage"; a URL ending in "/" is a directory) for which a token source gives each URL its own token
-        (raises runs.probes.tokens.TokenError when it cannot)."""
+        (raises measure.tokens.TokenError when it cannot)."""
         return self.with_tokens(gfal2_context_new(), grants)
 
     def with_tokens(self, ctx: Any, grants: Sequence[tuple[str, str]]) -> Any:

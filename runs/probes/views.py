@@ -14,10 +14,10 @@ from challenges.selectors import challenge_for
 from challenges.views import read_access
 from common.exports import export_requested, table_response
 
-from .models import Run
-from .probe_tables import COLUMNS, PROBE_KINDS, probe_comparison, probe_tables
-from .selectors import runs_visible_to
-from .tape_table import TAPE_COLUMNS, tape_table
+from ..models import Run
+from ..selectors import runs_visible_to
+from .tables import COLUMNS, PROBE_KINDS, probe_comparison, probe_tables
+from .tape import TAPE_COLUMNS, tape_table
 
 COMPARE_COLUMNS = ["kind", "figure", "target", "now", "earlier", "ratio"]
 

@@ -11,12 +11,12 @@ import time
 import gfal2
 import pytest
 
-from runs.probes.context import gfal2_context_new
+from measure.context import gfal2_context_new
 
 SCRIPT = """
 import json
 import signal
-from runs.probes.context import gfal2_context_new
+from measure.context import gfal2_context_new
 
 before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
 gfal2_context_new()
