@@ -243,6 +243,7 @@ def challenge_links(
         link: dict[str, Any] = {
             "source": names.get(key[0], ""),
             "destination": names.get(key[1], ""),
+            "link": {"from": names.get(key[0], ""), "to": names.get(key[1], "")},  # as every target row names it
             "target_rate": row.target_rate,
             "last_hour_rate": last_hour_rate,
             "average_rate": row.window_bytes / elapsed if elapsed > 0 else None,

@@ -35,6 +35,11 @@ class LinkErrorSerializer(serializers.Serializer[Any]):
 class LinkRowSerializer(serializers.Serializer[Any]):
     source = serializers.CharField(help_text="the source site's name")
     destination = serializers.CharField(help_text="the destination site's name")
+    link = inline_serializer(
+        "LinkEnds",
+        {"from": serializers.CharField(), "to": serializers.CharField()},
+        help_text="the link's ends named as every target row names a link",
+    )
     target_rate = serializers.FloatField(allow_null=True, help_text="bytes per second (null: no running target)")
     last_hour_rate = serializers.FloatField(help_text="bytes per second over the hour before `at`")
     average_rate = serializers.FloatField(allow_null=True, help_text="bytes per second over the window so far")
