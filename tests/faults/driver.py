@@ -106,6 +106,7 @@ def fts(arguments: dict[str, Any]) -> dict[str, Any]:
                 "file_id": str(number),
                 "job_id": "faults",
                 "vo": "atlas",
+                "activity": "T0 Export",  # the demo's T0 export counts FTS's transfers of this Rucio activity
                 "src_url": f"{source}/faults/f{number}",
                 "dst_url": f"{destination}/faults/f{number}",
                 "tr_timestamp_start": int((end - timedelta(seconds=40)).timestamp() * 1000),
