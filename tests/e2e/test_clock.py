@@ -79,7 +79,7 @@ def test_the_timeline_fits_its_frame_at_1280_px_with_the_last_days_label(
     from portal.demo import demo_plan
 
     atlas, cms = ExperimentFactory(name="ATLAS"), ExperimentFactory(name="CMS")
-    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE"):
+    for name in ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE", "TB-ORIGIN"):
         SiteFactory(name=name, experiments=[atlas, cms])
     plan_import(document=demo_plan(now=timezone.now()))  # two weeks from this Monday, as on the demo
     username, password = demo_user_ensure()
