@@ -23,7 +23,8 @@ from results.services import records_store
 
 from . import dispatch
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
-from .copies import run_copies_settle, runs_copies_sweep
+from .copies import runs_copies_sweep
+from .ends import run_end
 from .engine import MAX_ATTEMPTS, file_record_new, file_requeue, files_record, run_top_up
 from .limits import copy_task_limits, prepare_task_limits
 from .models import Run, RunFile
@@ -81,14 +82,11 @@ def runs_reap(*, now: datetime | None = None, broker_lost: bool | None = None) -
 def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: timedelta, summary: ReapSummary) -> None:
     """With the active run's row locked: its deadline, a lost prepare message, a lost probe worker, or its files."""
     if run.deadline and run.deadline < now:
-        run.state, run.finished_at = RunState.FAILED, now
-        run.message = f"deadline passed ({run.deadline.isoformat(timespec='seconds')}): ended by the reaper"
-        run.save(update_fields=["state", "finished_at", "message"])
-        RunFile.objects.filter(run=run, state=FileState.QUEUED).update(
-            state=FileState.CANCELLED, end=now, error="the run's deadline passed", recorded=True
+        message = f"deadline passed ({run.deadline.isoformat(timespec='seconds')}): ended by the reaper"
+        end = run_end(
+            run_id=run.pk, state=RunState.FAILED, message=message, files_error="the run's deadline passed", now=now
         )
-        run_copies_settle(run)
-        summary.runs_failed += 1
+        summary.runs_failed += end.ended
         return
     if run.state == RunState.QUEUED:
         if run.created_at < now - resend_after:
@@ -101,13 +99,11 @@ def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: t
         # A one-task probe: judged by its own heartbeat (and its deadline, above), never by files.
         last = run.heartbeat or run.started_at or run.created_at
         if last < now - lost_after:
-            run.state, run.finished_at = RunState.FAILED, now
-            run.message = (
+            message = (
                 f"worker lost: the worker running this {run.kind} probe stopped answering "
                 f"(last heard at {last.isoformat(timespec='seconds')})"
             )
-            run.save(update_fields=["state", "finished_at", "message"])
-            summary.runs_failed += 1
+            summary.runs_failed += run_end(run_id=run.pk, state=RunState.FAILED, message=message, now=now).ended
         return
     _files_lost(run, now=now, lost_after=lost_after, summary=summary)
     unsent = RunFile.objects.filter(run=run, state=FileState.QUEUED, dispatched_at__lt=now - resend_after).exclude(
