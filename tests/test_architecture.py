@@ -123,3 +123,70 @@ def test_no_test_module_imports_another() -> None:
         if (name := ".".join(path.relative_to(ROOT).with_suffix("").parts))
     }
     assert {path: modules for path, modules in borrowed.items() if modules} == {}
+
+
+# runs.ends.run_end is the one writer of a run's end (ARCHITECTURE.md, runs/): no other module sets an ended state
+# or finished_at on a Run, whatever the means (an attribute and a save, a queryset's update, a create).
+RUN_END_WRITER = "runs.ends"
+RUN_STATES_UNDER_WAY = {"QUEUED", "RUNNING"}
+WRITE_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_create", "Run", "RunFile"}
+
+
+def _safe_state(value: ast.expr, *, strict: bool) -> bool:
+    """A state written that is not a run's end: a file's state, or a run's queued or running. Outside runs/ (not
+    `strict`) any value but a run's ended state is left to its own app."""
+    if isinstance(value, ast.IfExp):
+        return _safe_state(value.body, strict=strict) and _safe_state(value.orelse, strict=strict)
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+        if value.value.id == "RunState":
+            return value.attr in RUN_STATES_UNDER_WAY
+        return value.value.id == "FileState" or not strict
+    return not strict and not any(
+        isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "RunState"
+        for node in ast.walk(value)
+    )
+
+
+def _state_writes(tree: ast.AST) -> list[tuple[str, ast.expr]]:
+    """(field, value) of each attribute assigned and each keyword given to a writing call, pairing tuple targets
+    with tuple values; `update_fields` names count as writes of those fields with an unknown value."""
+    found: list[tuple[str, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                targets = target.elts if isinstance(target, ast.Tuple) else [target]
+                values = (
+                    node.value.elts
+                    if isinstance(node.value, ast.Tuple) and len(node.value.elts) == len(targets)
+                    else None
+                )
+                for index, item in enumerate(targets):
+                    if isinstance(item, ast.Attribute):
+                        found.append((item.attr, values[index] if values else node.value))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            for keyword in node.keywords:
+                if name in WRITE_CALLS and keyword.arg:
+                    found.append((keyword.arg, keyword.value))
+                if keyword.arg == "update_fields" and isinstance(keyword.value, ast.List | ast.Tuple):
+                    found.extend(
+                        (element.value, keyword.value)
+                        for element in keyword.value.elts
+                        if isinstance(element, ast.Constant) and element.value == "finished_at"
+                    )
+    return found
+
+
+def test_only_run_end_writes_a_runs_end() -> None:
+    """In runs/ no module but runs.ends writes a run's finished_at or a state other than a file's, or a run's queued
+    or running; no module of another app writes a run's ended state."""
+    writers = sorted(
+        f"{path.relative_to(ROOT)}:{value.lineno} {field}"
+        for name, path in _modules()
+        if name != RUN_END_WRITER and not name.startswith("runs.probes.")
+        for field, value in _state_writes(ast.parse(path.read_text()))
+        if (name.startswith("runs.") and field == "finished_at")
+        or (field == "state" and not _safe_state(value, strict=name.startswith("runs.")))
+    )
+    assert writers == [], "end runs through runs.ends.run_end"
