@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from results.choices import RecordState
+from results.models import TransferRecord
 from results.services import records_store
 
 from . import dispatch
@@ -129,25 +130,35 @@ def _files_lost(run: Run, *, now: datetime, lost_after: timedelta, summary: Reap
     )
     records = []
     for file in lost:
+        again = file.attempt < MAX_ATTEMPTS
         message = _lost_message(file, now)
-        records.append(
-            file_record_new(
-                file,
-                FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
-                RecordState.FAILED,
-                int(run.parameters.get("concurrency") or 1),
-            )
-        )
-        if file.attempt < MAX_ATTEMPTS:
-            file_requeue(file, message=message)
-            summary.files_retried += 1
-        else:
-            file.state, file.end, file.error = FileState.FAILED, now, message
-            summary.files_failed += 1
-        file.recorded = True  # the lost try's record is the one stored here
-        file.save(update_fields=["state", "task_id", "error", "end", "recorded", "destination_url"])
+        records.append(lost_try_end(file, now=now, message=message, again=again))
+        summary.files_retried += again
+        summary.files_failed += not again
     if records:
         records_store(records=records)
+
+
+def lost_try_end(
+    file: RunFile, *, now: datetime, message: str, cancelled: bool = False, again: bool = False
+) -> TransferRecord:
+    """With the file row locked: end the try of a running file whose worker stopped answering, failed (or cancelled,
+    in a cancelled run) with `message`, or queue the file once more (`again`). The file is marked
+    recorded and the try's record, spanning its start to its last sign of life, is returned for the caller to store
+    (in the same transaction)."""
+    record = file_record_new(
+        file,
+        FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
+        RecordState.CANCELLED if cancelled else RecordState.FAILED,
+        int(file.run.parameters.get("concurrency") or 1),
+    )
+    if again:
+        file_requeue(file, message=message)
+    else:
+        file.state, file.end, file.error = FileState.CANCELLED if cancelled else FileState.FAILED, now, message
+    file.recorded = True  # the lost try's record is the one returned here
+    file.save(update_fields=["state", "task_id", "error", "end", "recorded", "destination_url"])
+    return record
 
 
 def copy_deadline_seconds(parameters: dict[str, Any]) -> float:
@@ -192,19 +203,6 @@ def _ended_runs_lost_files(*, now: datetime, lost_after: timedelta) -> int:
                 continue
             message = f"{_lost_message(file, now)}, after its run ended ({file.run.state})"
             cancelled = file.run.state == RunState.CANCELLED
-            state = RecordState.CANCELLED if cancelled else RecordState.FAILED
-            records_store(
-                records=[
-                    file_record_new(
-                        file,
-                        FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
-                        state,
-                        int(file.run.parameters.get("concurrency") or 1),
-                    )
-                ]
-            )
-            file.state = FileState.CANCELLED if cancelled else FileState.FAILED
-            file.end, file.error, file.recorded = now, message, True
-            file.save(update_fields=["state", "end", "error", "recorded"])
+            records_store(records=[lost_try_end(file, now=now, message=message, cancelled=cancelled)])
             ended += 1
     return ended
