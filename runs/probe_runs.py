@@ -75,10 +75,9 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
             fields.append("message")
         run.save(update_fields=fields)
         if run.state not in RUN_ENDED:
+            state, message = run_outcome(total=len(outcomes), ok=sum(1 for o in outcomes if o.ok))
             if error:
                 state, message = RunState.FAILED, error
-            else:
-                state, message = run_outcome(total=len(outcomes), ok=sum(1 for o in outcomes if o.ok))
             run_end(run_id=run.pk, state=state, message=message)
 
 

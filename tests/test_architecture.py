@@ -1,4 +1,4 @@
-"""The house keeps its floors (ARCHITECTURE.md): import contracts, and rooms of a readable size."""
+"""The house keeps its floors (ARCHITECTURE.md): import contracts, readable rooms, one writer of a run's end."""
 
 from __future__ import annotations
 
