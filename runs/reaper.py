@@ -143,9 +143,9 @@ def lost_try_end(
     file: RunFile, *, now: datetime, message: str, cancelled: bool = False, again: bool = False
 ) -> TransferRecord:
     """With the file row locked: end the try of a running file whose worker stopped answering, failed (or cancelled,
-    in a cancelled run) with `message`, or queue the file once more (`again`). The file is marked
-    recorded and the try's record, spanning its start to its last sign of life, is returned for the caller to store
-    (in the same transaction)."""
+    in a cancelled run) with `message`, or queue the file once more (`again`). The file is marked recorded and the
+    try's record, spanning its start to its last sign of life, is returned for the caller to store in the same
+    transaction. The one end of a lost try, whether its run goes on or has ended."""
     record = file_record_new(
         file,
         FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
