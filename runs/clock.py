@@ -9,11 +9,13 @@ import logging
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils import timezone
 
 from challenges.models import Activity
 
 from .choices import RunState
+from .ends import run_end
 from .models import Run
 from .services import run_cancel, run_start
 
@@ -47,14 +49,14 @@ def activities_auto_run(*, now: datetime | None = None) -> list[Run]:
             # would leave the coordinator wondering why nothing ran, and the clock would retry every 30 s.
             reason = "; ".join(exc.messages)
             logger.warning("auto-run of activity %s refused: %s", activity.pk, reason)
-            Run.objects.create(
-                activity=activity,
-                kind=activity.kind,
-                state=RunState.FAILED,
-                parameters={"trigger": "schedule", "experiment": activity.experiment.name},
-                finished_at=now,
-                message=f"the clock could not start this activity: {reason}",
-            )
+            with transaction.atomic():
+                refused = Run.objects.create(
+                    activity=activity,
+                    kind=activity.kind,
+                    parameters={"trigger": "schedule", "experiment": activity.experiment.name},
+                )
+                message = f"the clock could not start this activity: {reason}"
+                run_end(run_id=refused.pk, state=RunState.FAILED, message=message, now=now)
             continue
         Run.objects.filter(pk=run.pk).update(
             deadline=min(run.deadline or activity.end, activity.end + timedelta(minutes=5))

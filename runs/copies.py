@@ -22,6 +22,7 @@ from django.utils import timezone
 from . import dispatch
 from .choices import RUN_ENDED, CopiesState, FileState
 from .models import Run, RunFile
+from .signals import run_copies_settled
 
 RESEND_CLEANUP_AFTER = timedelta(minutes=10)
 
@@ -42,6 +43,8 @@ def run_copies_settle(run: Run) -> None:
         queue = str(run.parameters.get("queue") or dispatch.DEFAULT_QUEUE)
         transaction.on_commit(lambda: dispatch.copies_delete_send(run.pk, queue))
     run.save(update_fields=["copies", "copies_message"])
+    if run.copies == CopiesState.KEPT:
+        run_copies_settled.send(sender=Run, run=run)
 
 
 def run_copies_delete(run: Run, *, user: Any, system: bool = False) -> Run:
@@ -96,6 +99,7 @@ def run_copies_deleted(run_id: int, *, deleted: int, errors: list[str]) -> None:
             run.copies = CopiesState.DELETED
             run.copies_message = f"{deleted} deleted at {timezone.now().isoformat(timespec='seconds')}"
         run.save(update_fields=["copies", "copies_message"])
+        run_copies_settled.send(sender=Run, run=run)
 
 
 def runs_copies_sweep(*, now: datetime, resend_all: bool = False) -> int:

@@ -33,6 +33,7 @@ from sites.models import Experiment
 from . import dispatch
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle
+from .ends import run_end
 from .limits import copy_task_limits
 from .models import Run, RunFile
 
@@ -114,31 +115,26 @@ def run_outcome(*, total: int, ok: int) -> tuple[str, str]:
 
 
 def _run_end(run: Run) -> None:
+    """With the run row locked and every file ended: end the run by its files (runs.ends, the one writer)."""
     counts = RunFile.objects.filter(run=run).aggregate(
         done=Count("id", filter=Q(state=FileState.DONE)), total=Count("id")
     )
-    run.state, run.message = run_outcome(total=counts["total"], ok=counts["done"])
-    if run.state == RunState.FAILED:
+    state, message = run_outcome(total=counts["total"], ok=counts["done"])
+    if state == RunState.FAILED:
         error = (
             RunFile.objects.filter(run=run, state=FileState.FAILED).exclude(error="").values_list("error", flat=True)
         )
         if first := error.first():
-            run.message += f" (e.g. {first[:300]})"
-    run.finished_at = timezone.now()
-    run.save(update_fields=["state", "finished_at", "message"])
-    run_copies_settle(run)
+            message += f" (e.g. {first[:300]})"
+    run_end(run_id=run.pk, state=state, message=message)
+    run.refresh_from_db()
 
 
 def _run_stop(run: Run, *, message: str) -> None:
     """With the run row locked: end an active run as failed now (its queued files cancelled, copies in flight
     stopped by their workers, which watch the run's state)."""
-    now = timezone.now()
-    run.state, run.finished_at, run.message = RunState.FAILED, now, message
-    run.save(update_fields=["state", "finished_at", "message"])
-    RunFile.objects.filter(run=run, state=FileState.QUEUED).update(
-        state=FileState.CANCELLED, end=now, error=message, recorded=True
-    )
-    run_copies_settle(run)
+    run_end(run_id=run.pk, state=RunState.FAILED, message=message)
+    run.refresh_from_db()
 
 
 def run_space_problem(run: Run, *, free_space: Callable[[str], int | None]) -> str:

@@ -20,11 +20,13 @@ from django.utils import timezone
 
 from measure.outcomes import FileOutcome
 from results.choices import RecordState
+from results.models import TransferRecord
 from results.services import records_store
 
 from . import dispatch
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
-from .copies import run_copies_settle, runs_copies_sweep
+from .copies import runs_copies_sweep
+from .ends import run_end
 from .engine import MAX_ATTEMPTS, file_record_new, file_requeue, files_record, run_top_up
 from .limits import copy_task_limits, prepare_task_limits
 from .models import Run, RunFile
@@ -81,14 +83,11 @@ def runs_reap(*, now: datetime | None = None, broker_lost: bool | None = None) -
 def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: timedelta, summary: ReapSummary) -> None:
     """With the active run's row locked: its deadline, a lost prepare message, a lost probe worker, or its files."""
     if run.deadline and run.deadline < now:
-        run.state, run.finished_at = RunState.FAILED, now
-        run.message = f"deadline passed ({run.deadline.isoformat(timespec='seconds')}): ended by the reaper"
-        run.save(update_fields=["state", "finished_at", "message"])
-        RunFile.objects.filter(run=run, state=FileState.QUEUED).update(
-            state=FileState.CANCELLED, end=now, error="the run's deadline passed", recorded=True
+        message = f"deadline passed ({run.deadline.isoformat(timespec='seconds')}): ended by the reaper"
+        end = run_end(
+            run_id=run.pk, state=RunState.FAILED, message=message, files_error="the run's deadline passed", now=now
         )
-        run_copies_settle(run)
-        summary.runs_failed += 1
+        summary.runs_failed += end.ended
         return
     if run.state == RunState.QUEUED:
         if run.created_at < now - resend_after:
@@ -101,13 +100,11 @@ def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: t
         # A one-task probe: judged by its own heartbeat (and its deadline, above), never by files.
         last = run.heartbeat or run.started_at or run.created_at
         if last < now - lost_after:
-            run.state, run.finished_at = RunState.FAILED, now
-            run.message = (
+            message = (
                 f"worker lost: the worker running this {run.kind} probe stopped answering "
                 f"(last heard at {last.isoformat(timespec='seconds')})"
             )
-            run.save(update_fields=["state", "finished_at", "message"])
-            summary.runs_failed += 1
+            summary.runs_failed += run_end(run_id=run.pk, state=RunState.FAILED, message=message, now=now).ended
         return
     _files_lost(run, now=now, lost_after=lost_after, summary=summary)
     unsent = RunFile.objects.filter(run=run, state=FileState.QUEUED, dispatched_at__lt=now - resend_after).exclude(
@@ -133,25 +130,35 @@ def _files_lost(run: Run, *, now: datetime, lost_after: timedelta, summary: Reap
     )
     records = []
     for file in lost:
+        again = file.attempt < MAX_ATTEMPTS
         message = _lost_message(file, now)
-        records.append(
-            file_record_new(
-                file,
-                FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
-                RecordState.FAILED,
-                int(run.parameters.get("concurrency") or 1),
-            )
-        )
-        if file.attempt < MAX_ATTEMPTS:
-            file_requeue(file, message=message)
-            summary.files_retried += 1
-        else:
-            file.state, file.end, file.error = FileState.FAILED, now, message
-            summary.files_failed += 1
-        file.recorded = True  # the lost try's record is the one stored here
-        file.save(update_fields=["state", "task_id", "error", "end", "recorded", "destination_url"])
+        records.append(lost_try_end(file, now=now, message=message, again=again))
+        summary.files_retried += again
+        summary.files_failed += not again
     if records:
         records_store(records=records)
+
+
+def lost_try_end(
+    file: RunFile, *, now: datetime, message: str, cancelled: bool = False, again: bool = False
+) -> TransferRecord:
+    """With the file row locked: end the try of a running file whose worker stopped answering, failed (or cancelled,
+    in a cancelled run) with `message`, or queue the file once more (`again`). The file is marked recorded and the
+    try's record, spanning its start to its last sign of life, is returned for the caller to store in the same
+    transaction. The one end of a lost try, whether its run goes on or has ended."""
+    record = file_record_new(
+        file,
+        FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
+        RecordState.CANCELLED if cancelled else RecordState.FAILED,
+        int(file.run.parameters.get("concurrency") or 1),
+    )
+    if again:
+        file_requeue(file, message=message)
+    else:
+        file.state, file.end, file.error = FileState.CANCELLED if cancelled else FileState.FAILED, now, message
+    file.recorded = True  # the lost try's record is the one returned here
+    file.save(update_fields=["state", "task_id", "error", "end", "recorded", "destination_url"])
+    return record
 
 
 def copy_deadline_seconds(parameters: dict[str, Any]) -> float:
@@ -196,19 +203,6 @@ def _ended_runs_lost_files(*, now: datetime, lost_after: timedelta) -> int:
                 continue
             message = f"{_lost_message(file, now)}, after its run ended ({file.run.state})"
             cancelled = file.run.state == RunState.CANCELLED
-            state = RecordState.CANCELLED if cancelled else RecordState.FAILED
-            records_store(
-                records=[
-                    file_record_new(
-                        file,
-                        FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
-                        state,
-                        int(file.run.parameters.get("concurrency") or 1),
-                    )
-                ]
-            )
-            file.state = FileState.CANCELLED if cancelled else FileState.FAILED
-            file.end, file.error, file.recorded = now, message, True
-            file.save(update_fields=["state", "end", "error", "recorded"])
+            records_store(records=[lost_try_end(file, now=now, message=message, cancelled=cancelled)])
             ended += 1
     return ended

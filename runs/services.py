@@ -16,8 +16,8 @@ from sites.models import Site
 from sites.roles import user_may
 
 from . import dispatch
-from .choices import RUN_ENDED, CopiesState, FileState, RunState
-from .copies import run_copies_settle
+from .choices import CopiesState, RunState
+from .ends import run_end
 from .limits import prepare_task_limits
 from .models import Run, RunFile
 from .parameters import KIND_PARAMETERS, run_plan
@@ -110,18 +110,9 @@ def run_cancel(run: Run, *, user: Any, message: str = "", system: bool = False) 
     watch the run's state) and end as cancelled. Coordinators only; an ended run cannot be cancelled."""
     if not system and not Run.objects.restrict(user, "cancel").filter(pk=run.pk).exists():
         raise PermissionDenied("Only coordinators cancel runs.")
-    with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
-        if locked.state in RUN_ENDED:
-            raise ValidationError({"state": [f"the run has already ended ({locked.state})"]})
-        now = timezone.now()
-        locked.state = RunState.CANCELLED
-        locked.finished_at = now
-        who = getattr(user, "username", "") if user is not None else ""
-        locked.message = message or (f"cancelled by {who}" if who else "cancelled")
-        locked.save(update_fields=["state", "finished_at", "message"])
-        RunFile.objects.filter(run=locked, state=FileState.QUEUED).update(
-            state=FileState.CANCELLED, end=now, error="cancelled before it started", recorded=True
-        )
-        run_copies_settle(locked)  # at once when nothing is in flight; else when the last copy in flight ends
-    return locked
+    who = getattr(user, "username", "") if user is not None else ""
+    message = message or (f"cancelled by {who}" if who else "cancelled")
+    end = run_end(run_id=run.pk, state=RunState.CANCELLED, message=message, files_error="cancelled before it started")
+    if not end.ended:
+        raise ValidationError({"state": [f"the run has already ended ({end.run.state})"]})
+    return end.run

@@ -7,4 +7,4 @@ class SweepsConfig(AppConfig):
     name = "sweeps"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401  (connects the step's run ending to the sweep's next step)
+        from . import signals  # noqa: F401  (a step's run's end, runs.signals, to the sweep's next step)

@@ -5,9 +5,9 @@ which sweep it waits for, until that one has ended.
 
 A sweep runs its steps one at a time, each as an ordinary run (runs.services.run_start) on its source site's
 queue. When a step's run has ended and its copies are gone (or kept), `sweep_advance` starts the next step; it is
-sent when a step's run is saved in its end (sweeps.signals) and by Celery beat every SWEEPS_ADVANCE_EVERY seconds,
-so that a sweep resumes by itself after a worker restart or a lost message. The advance holds the sweep's row lock:
-two advances at once start one step.
+sent when a step's run ends or its copies are kept or deleted (runs.signals, received in sweeps.signals) and by
+Celery beat every SWEEPS_ADVANCE_EVERY seconds, so that a sweep resumes by itself after a worker restart or a lost
+message. The advance holds the sweep's row lock: two advances at once start one step.
 """
 
 from __future__ import annotations

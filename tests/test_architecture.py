@@ -1,4 +1,4 @@
-"""The house keeps its floors (ARCHITECTURE.md): import contracts, and rooms of a readable size."""
+"""The house keeps its floors (ARCHITECTURE.md): import contracts, readable rooms, one writer of a run's end."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import ast
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600
@@ -163,3 +166,124 @@ def test_no_test_module_imports_another() -> None:
         if (name := ".".join(path.relative_to(ROOT).with_suffix("").parts))
     }
     assert {path: modules for path, modules in borrowed.items() if modules} == {}
+
+
+# runs.ends.run_end is the one writer of a run's end (ARCHITECTURE.md, runs/): no other module sets an ended state
+# or finished_at on a Run, whatever the means (an attribute and a save, a queryset's update, a create, a bulk update).
+RUN_END_WRITER = "runs.ends"
+RUN_STATES_UNDER_WAY = {"QUEUED", "RUNNING"}
+WRITE_CALLS = {"update", "create", "get_or_create", "update_or_create", "Run", "RunFile"}
+
+
+@dataclass(frozen=True)
+class Write:
+    """A field written: by an attribute assigned, a keyword of a writing call, or a name in the fields a save or a
+    bulk update writes (value None: not known here); `on_run` when the call is made on `Run` (Run.objects...)."""
+
+    field: str
+    value: ast.expr | None
+    line: int
+    on_run: bool = False
+
+
+def _on_run(node: ast.expr) -> bool:
+    """Whether a call's chain starts at the name Run (Run(...), Run.objects.filter(...).update(...))."""
+    while isinstance(node, ast.Attribute | ast.Call):
+        node = node.value if isinstance(node, ast.Attribute) else node.func
+    return isinstance(node, ast.Name) and node.id == "Run"
+
+
+def _writes(tree: ast.AST) -> list[Write]:
+    found: list[Write] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                items = target.elts if isinstance(target, ast.Tuple) else [target]
+                paired = isinstance(node.value, ast.Tuple) and len(node.value.elts) == len(items)
+                for index, item in enumerate(items):
+                    if isinstance(item, ast.Attribute):
+                        value = node.value.elts[index] if paired else node.value  # type: ignore[attr-defined]
+                        found.append(Write(item.attr, value, node.lineno))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            on_run = _on_run(func)
+            found.extend(
+                Write(keyword.arg, keyword.value, node.lineno, on_run)
+                for keyword in node.keywords
+                if keyword.arg and name in WRITE_CALLS
+            )
+            named = [keyword.value for keyword in node.keywords if keyword.arg == "update_fields"]
+            named += node.args[1:2] if name == "bulk_update" else []
+            found.extend(
+                Write(element.value, None, node.lineno, on_run)
+                for fields in named
+                if isinstance(fields, ast.List | ast.Tuple)
+                for element in fields.elts
+                if isinstance(element, ast.Constant) and isinstance(element.value, str)
+            )
+    return found
+
+
+def _ended_run_state(value: ast.expr | None) -> bool:
+    """Whether the value names a run's ended state (RunState.FINISHED, ...)."""
+    return value is not None and any(
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "RunState"
+        and node.attr not in RUN_STATES_UNDER_WAY
+        for node in ast.walk(value)
+    )
+
+
+def _file_or_run_under_way(value: ast.expr | None) -> bool:
+    """A state that is not a run's end: a file's state (FileState), or a run's queued or running."""
+    if isinstance(value, ast.IfExp):
+        return _file_or_run_under_way(value.body) and _file_or_run_under_way(value.orelse)
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+        return value.value.id == "FileState" or (value.value.id == "RunState" and value.attr in RUN_STATES_UNDER_WAY)
+    return False
+
+
+def _writes_a_run_end(module: str, write: Write) -> bool:
+    """In runs/, any finished_at and any state but a file's or a run's queued or running (a state in a variable
+    cannot be told from an end); elsewhere, a run's ended state, or a state or finished_at written on Run."""
+    if module.startswith("runs."):
+        if write.field == "finished_at":
+            return True
+        # A state named among a save's fields was assigned above it, where it is judged.
+        return write.field == "state" and write.value is not None and not _file_or_run_under_way(write.value)
+    if write.on_run and write.field in ("state", "finished_at"):
+        return True
+    return write.field == "state" and _ended_run_state(write.value)
+
+
+def test_only_run_end_writes_a_runs_end() -> None:
+    """No module but runs.ends writes a run's end (its ended state or finished_at): the others call run_end."""
+    writers = sorted(
+        f"{path.relative_to(ROOT)}:{write.line} {write.field}"
+        for name, path in _modules()
+        if name != RUN_END_WRITER and not name.startswith("runs.probes.")
+        for write in _writes(ast.parse(path.read_text()))
+        if _writes_a_run_end(name, write)
+    )
+    assert writers == [], "end runs through runs.ends.run_end"
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "found"),
+    [
+        ("runs.reaper", "run.state, run.finished_at = RunState.FAILED, now", ["state", "finished_at"]),
+        ("runs.reaper", "run.state, run.message = run_outcome(total=1, ok=1)", ["state"]),
+        ("runs.reaper", "Run.objects.filter(pk=1).update(state='failed')", ["state"]),
+        ("runs.reaper", "Run.objects.bulk_update(runs, ['finished_at'])", ["finished_at"]),
+        ("runs.reaper", "run.save(update_fields=['state', 'finished_at'])", ["finished_at"]),
+        ("runs.reaper", "file.state = FileState.CANCELLED if cancelled else FileState.FAILED", []),
+        ("runs.engine", "run.state = RunState.RUNNING", []),
+        ("sweeps.services", "Run.objects.filter(pk=1).update(state='cancelled')", ["state"]),
+        ("sweeps.services", "step.run.state = RunState.CANCELLED", ["state"]),
+        ("sweeps.services", "step.state, step.finished_at = StepState.ENDED, now", []),
+    ],
+)
+def test_the_run_end_scan_finds_every_way_of_writing_an_end(module: str, source: str, found: list[str]) -> None:
+    assert [write.field for write in _writes(ast.parse(source)) if _writes_a_run_end(module, write)] == found

@@ -23,6 +23,7 @@ from results.choices import RecordState
 from results.services import network_measurement_store, probe_record_new, records_store
 
 from ..choices import RUN_ENDED, RunState
+from ..ends import run_end
 from ..engine import run_experiment_id, run_outcome
 from ..models import Run
 
@@ -69,17 +70,15 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
         _network_measurement(run, experiment_id, summary)
         run.summary = summary
         fields = ["summary"]
-        if run.state not in RUN_ENDED:
-            run.finished_at = timezone.now()
-            if error:
-                run.state, run.message = RunState.FAILED, error
-            else:
-                run.state, run.message = run_outcome(total=len(outcomes), ok=sum(1 for o in outcomes if o.ok))
-            fields += ["finished_at", "state", "message"]
-        elif outcomes or summary:
+        if run.state in RUN_ENDED and (outcomes or summary):
             run.message = f"{run.message} (what the probe measured until then is kept)"
             fields.append("message")
         run.save(update_fields=fields)
+        if run.state not in RUN_ENDED:
+            state, message = run_outcome(total=len(outcomes), ok=sum(1 for o in outcomes if o.ok))
+            if error:
+                state, message = RunState.FAILED, error
+            run_end(run_id=run.pk, state=state, message=message)
 
 
 def _network_measurement(run: Run, experiment_id: int | None, summary: dict[str, Any]) -> None:

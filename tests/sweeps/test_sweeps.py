@@ -1,6 +1,7 @@
 """Sweeps without workers: what a sweep is asked (every problem at once, nothing created), the disk check with its
 numbers, the steps one at a time (a step waits for its run's end and its copies' clean-up), a refused step, cancel,
-the queue of each step (its source's), the signal that advances a sweep, and who reads which sweep."""
+the queue of each step (its source's), the advance sent by a step's run's end (runs.ends) and by its copies'
+clean-up, and who reads which sweep."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from rest_framework.test import APIClient
 from measure.context import ProbeContext
 from results.models import TransferRecord
 from runs import dispatch
+from runs.copies import run_copies_deleted
+from runs.ends import run_end
 from runs.models import Run
+from runs.reaper import runs_reap
 from sites.roles import membership_grant
 from sweeps import services
 from sweeps.grids import compare_rows
@@ -237,20 +241,49 @@ def test_cancel_while_the_current_run_ends_by_itself_still_cancels_the_sweep(
     assert sweep.state == "cancelled" and Run.objects.get(pk=run.pk).state == "finished"
 
 
-def test_a_step_run_saved_in_its_end_sends_its_sweeps_advance(
-    sites: list[Any], coordinator: Any, no_workers: dict[str, list[Any]], django_capture_on_commit_callbacks: Any
-) -> None:
-    with django_capture_on_commit_callbacks(execute=True):
+def _running_step_run(coordinator: Any, no_workers: dict[str, list[Any]], capture: Any) -> tuple[Sweep, Run]:
+    """A sweep of one transfer step whose run has begun writing, its first advance heard and forgotten."""
+    with capture(execute=True):
         sweep = sweep_start(user=coordinator, data=body(modes=["pull"], network=False, sites=["A", "B"]))
-    assert no_workers["advance"] == [sweep.pk]
     sweep_advance(sweep.pk)
     run = sweep.steps.get(index=0).run
+    Run.objects.filter(pk=run.pk).update(state="running", started_at=timezone.now(), copies="present")
+    no_workers["advance"].clear()
+    return sweep, run
+
+
+def test_a_step_run_ended_by_the_reapers_deadline_sends_its_sweeps_advance(
+    sites: list[Any], coordinator: Any, no_workers: dict[str, list[Any]], django_capture_on_commit_callbacks: Any
+) -> None:
+    sweep, run = _running_step_run(coordinator, no_workers, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        runs_reap(now=run.deadline + timedelta(seconds=1), broker_lost=False)
+    run.refresh_from_db()
+    assert run.state == "failed" and no_workers["advance"] == [sweep.pk]
+
+
+def test_a_step_run_whose_copies_are_deleted_sends_its_sweeps_advance_and_the_step_ends(
+    sites: list[Any], coordinator: Any, no_workers: dict[str, list[Any]], django_capture_on_commit_callbacks: Any
+) -> None:
+    sweep, run = _running_step_run(coordinator, no_workers, django_capture_on_commit_callbacks)
+    run_end(run_id=run.pk, state="finished", message="finished")
+    sweep_advance(sweep.pk)
+    assert sweep.steps.get(index=0).state == "running"  # its copies are being deleted
+    with django_capture_on_commit_callbacks(execute=True):
+        run_copies_deleted(run.pk, deleted=1, errors=[])
+    assert no_workers["advance"] == [sweep.pk]
+    sweep_advance(sweep.pk)
+    assert sweep.steps.get(index=0).state == "ended"
+
+
+def test_a_save_of_a_step_run_is_not_its_end_and_sends_nothing(
+    sites: list[Any], coordinator: Any, no_workers: dict[str, list[Any]], django_capture_on_commit_callbacks: Any
+) -> None:
+    _, run = _running_step_run(coordinator, no_workers, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         run.message = "progress"
-        run.save(update_fields=["message"])  # not its end: nothing sent
-        run.state, run.copies = "finished", ""
-        run.save(update_fields=["state", "copies"])
-    assert no_workers["advance"] == [sweep.pk, sweep.pk]
+        run.save(update_fields=["message"])
+    assert no_workers["advance"] == []
 
 
 def test_a_steps_rates_are_its_own_bytes_over_its_active_window_and_its_file_rates_per_round(
