@@ -202,6 +202,9 @@ SPECTACULAR_SETTINGS = {
     },
     # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
     "SWAGGER_UI_DIST": "SIDECAR",
+    # The API reads JSON: the schema documents JSON bodies only (DRF's form parsers stay for the browsable API, but a
+    # form turns "" and null into other things than JSON does, so a client generated from the schema sends JSON).
+    "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
     # Every error status each operation can answer, documented (portal/schema.py).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

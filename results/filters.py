@@ -7,11 +7,10 @@ import django_filters
 from django.db.models import QuerySet
 
 from challenges.models import Challenge
+from common.filters import IdFilter, WholeNumberFilter
 
 from .choices import ErrorCategory, RecordState
 from .models import TransferRecord
-
-ID_MAX = 2**63 - 1
 
 
 class RecordFilter(django_filters.FilterSet):
@@ -27,15 +26,11 @@ class RecordFilter(django_filters.FilterSet):
     )
     experiment = django_filters.CharFilter(field_name="experiment__name", lookup_expr="iexact")
     mode = django_filters.CharFilter()
-    concurrency = django_filters.NumberFilter()
+    concurrency = WholeNumberFilter()
     state = django_filters.ChoiceFilter(choices=RecordState.choices)
     category = django_filters.ChoiceFilter(field_name="error_category", choices=ErrorCategory.choices)
-    activity = django_filters.NumberFilter(
-        field_name="activity_id", label="activity (id)", min_value=1, max_value=ID_MAX, decimal_places=0
-    )
-    run = django_filters.NumberFilter(
-        field_name="run_id", label="run (id)", min_value=1, max_value=ID_MAX, decimal_places=0
-    )
+    activity = IdFilter(field_name="activity_id", label="activity (id)")
+    run = IdFilter(field_name="run_id", label="run (id)")
 
     class Meta:
         model = TransferRecord

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from challenges.choices import ActivityKind
+from common.filters import IdFilter
 from common.services import service_call
 from common.units import is_whole_number
 from results.matrix.cells import SPLITS, link_matrix
@@ -45,7 +46,7 @@ class RunPermission(PlanPermission):
 
 class RunFilter(django_filters.FilterSet):
     challenge = django_filters.CharFilter(field_name="activity__challenge__slug", label="challenge (slug)")
-    activity = django_filters.NumberFilter(field_name="activity_id", label="activity (id)")
+    activity = IdFilter(field_name="activity_id", label="activity (id)")
     state = django_filters.ChoiceFilter(choices=RunState.choices)
     kind = django_filters.ChoiceFilter(choices=ActivityKind.choices)
 
