@@ -58,7 +58,7 @@ def test_a_second_capacity_of_a_site_is_a_conflict(api: APIClient, held: dict[st
     body = {"site": "CNAF", "network_rate": 1e9}
     assert api.post("/api/v1/capacities/", body, format="json").status_code == 201
     second = api.post("/api/v1/capacities/", body, format="json")
-    assert second.status_code == 400 and "has a capacity already" in second.json()["site"][0]
+    assert second.status_code == 409 and "has a capacity already" in second.json()["site"][0]
     assert Capacity.objects.count() == 1
 
 
@@ -151,3 +151,53 @@ def test_a_digit_int_cannot_read_is_refused_or_ignored_never_a_500(coordinator: 
     assert form.status_code == 200 and "whole numbers separated by commas" in form.content.decode()
     runs = api.get("/api/v1/runs/matrix/?runs=²")
     assert runs.status_code == 400 and "run ids are whole numbers" in str(runs.json())
+
+
+def test_a_second_experiment_of_the_same_name_is_a_conflict_naming_the_field(api: APIClient) -> None:
+    assert api.post("/api/v1/experiments/", {"name": "ATLAS"}, format="json").status_code == 201
+    second = api.post("/api/v1/experiments/", {"name": "ATLAS"}, format="json")
+    assert second.status_code == 409 and second.json()["name"]
+    assert Experiment.objects.count() == 1
+
+
+@pytest.mark.parametrize("url", ["/api/v1/nowhere/", "/api/v1/alerts/%C2%84/", "/api/v1/activities/1e-290/"])
+def test_a_url_no_api_route_takes_is_a_json_404(api: APIClient, url: str) -> None:
+    response = api.get(url)
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+    assert response.json()["detail"]
+
+
+def test_a_url_outside_the_api_keeps_the_html_404(api: APIClient) -> None:
+    assert api.get("/nowhere/")["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("parameter", ["limit=abc", "limit=0", "limit=", "offset=-1", "offset=0.5", "offset=null"])
+def test_a_page_parameter_that_is_not_a_whole_number_in_range_is_a_400_naming_it(
+    api: APIClient, parameter: str
+) -> None:
+    response = api.get(f"/api/v1/experiments/?{parameter}")
+    assert response.status_code == 400 and parameter.split("=", maxsplit=1)[0] in response.json()
+
+
+def test_a_huge_offset_is_an_empty_page(api: APIClient) -> None:
+    response = api.get(f"/api/v1/experiments/?offset={'9' * 30}&limit=5000")
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+@pytest.mark.parametrize("url", ["/api/v1/records/?concurrency=0.5", "/api/v1/runs/?activity=0"])
+def test_a_number_filter_out_of_its_documented_range_is_a_400(api: APIClient, url: str) -> None:
+    assert api.get(url).status_code == 400
+
+
+def test_an_id_filter_takes_a_whole_number_written_with_a_point_zero(api: APIClient) -> None:
+    assert api.get("/api/v1/records/?run=7.0").status_code == 200
+
+
+def test_the_records_of_a_challenge_that_does_not_exist_are_none(api: APIClient) -> None:
+    response = api.get("/api/v1/records/?challenge=nothing-like-it")
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+def test_alerts_of_a_challenge_that_does_not_exist_is_a_404_naming_the_parameter(api: APIClient) -> None:
+    response = api.get("/api/v1/alerts/?challenge=nothing-like-it")
+    assert response.status_code == 404 and response.json()["challenge"]

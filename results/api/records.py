@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -153,7 +154,7 @@ class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
         if slug:
             challenge = Challenge.objects.filter(slug=slug).first()
             if challenge is None:
-                raise serializers.ValidationError({"challenge": [f"no challenge {slug!r}"]})
+                raise NotFound({"challenge": [f"no challenge {slug!r}"]})
         failures_recategorize_on_commit(challenge=challenge)
         return Response(
             {"detail": "re-categorising in the background", "challenge": slug or None},

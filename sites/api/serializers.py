@@ -48,7 +48,7 @@ class CapacitySerializer(serializers.ModelSerializer[Capacity]):
     def validate_site(self, site: Site) -> Site:
         taken = Capacity.objects.filter(site=site).exclude(pk=getattr(self.instance, "pk", None))
         if taken.exists():
-            raise serializers.ValidationError(f"{site.name} has a capacity already: change that one")
+            raise serializers.ValidationError(f"{site.name} has a capacity already: change that one", code="unique")
         return site
 
 
