@@ -201,3 +201,15 @@ def test_the_records_of_a_challenge_that_does_not_exist_are_none(api: APIClient)
 def test_alerts_of_a_challenge_that_does_not_exist_is_a_404_naming_the_parameter(api: APIClient) -> None:
     response = api.get("/api/v1/alerts/?challenge=nothing-like-it")
     assert response.status_code == 404 and response.json()["challenge"]
+
+
+def test_an_error_of_a_csv_route_is_json_as_documented(api: APIClient) -> None:
+    response = api.get("/api/v1/challenges/nothing-like-it/injection-plans/?format=csv")
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+    assert response.json()["detail"]
+
+
+def test_the_schema_says_a_name_may_not_be_blank_where_the_api_refuses_it(api: APIClient) -> None:
+    schema = api.get("/api/schema/?format=json").json()
+    assert schema["components"]["schemas"]["ExperimentRequest"]["properties"]["name"]["minLength"] == 1
+    assert api.post("/api/v1/experiments/", {"name": ""}, format="json").status_code == 400
