@@ -7,3 +7,13 @@ class CommonConfig(AppConfig):
 
     name = "common"
     verbose_name = "common ground"
+
+    def ready(self) -> None:
+        # Every model serializer's text fields take strings only, as the schema documents them.
+        from django.db import models
+        from rest_framework.serializers import ModelSerializer
+
+        from .fields import StrictCharField
+
+        ModelSerializer.serializer_field_mapping[models.CharField] = StrictCharField
+        ModelSerializer.serializer_field_mapping[models.TextField] = StrictCharField

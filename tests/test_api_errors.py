@@ -213,3 +213,15 @@ def test_the_schema_says_a_name_may_not_be_blank_where_the_api_refuses_it(api: A
     schema = api.get("/api/schema/?format=json").json()
     assert schema["components"]["schemas"]["ExperimentRequest"]["properties"]["name"]["minLength"] == 1
     assert api.post("/api/v1/experiments/", {"name": ""}, format="json").status_code == 400
+
+
+def test_a_number_where_the_schema_says_a_string_is_a_400_naming_the_field(api: APIClient) -> None:
+    response = api.post("/api/v1/experiments/", {"name": 0}, format="json")
+    assert response.status_code == 400 and response.json()["name"]
+    assert not Experiment.objects.exists()
+
+
+@pytest.mark.parametrize("batch", [[], [None, 1]])
+def test_an_ingest_batch_of_any_items_is_taken_each_item_judged_on_its_own(api: APIClient, batch: list[Any]) -> None:
+    response = api.post("/api/v1/ingest/fts/", batch, format="json")
+    assert response.status_code == 200 and len(response.json()["rejected"]) == len(batch)

@@ -23,7 +23,9 @@ class ExperimentSerializer(serializers.ModelSerializer[Experiment]):
         if self.instance is not None:
             clash = clash.exclude(pk=self.instance.pk)
         if clash.exists():
-            raise serializers.ValidationError(f"an experiment named {clash.get().name!r} exists (names ignore case)")
+            raise serializers.ValidationError(
+                f"an experiment named {clash.get().name!r} exists (names ignore case)", code="unique"
+            )
         return value
 
 
