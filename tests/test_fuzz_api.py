@@ -21,6 +21,7 @@ from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from challenges.models import Activity, Challenge, Target
 from challenges.plan import plan_import
@@ -34,6 +35,7 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "3"))
 
 # What a valid body names by reference is one the loaded registry and plan hold (schemathesis' "seed known test
 # data"): the schema cannot say which names exist, and a name that does not is a 400 with the field and the reason.
+WRITES = {"POST", "PUT", "PATCH"}
 SITES = ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE")
 KNOWN = {
     "challenge": "demo",
@@ -78,7 +80,12 @@ schema = _api_schema()
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_every_check_passes_on_every_operation(case: Any, coordinator_key: str) -> None:
     known_names_seed(case)
-    case.call_and_validate(headers={"Authorization": f"Token {coordinator_key}"})
+    # A write's validity also depends on what is stored and on its other fields (an activity's window inside its
+    # challenge's and on whole minutes, a target's site among its experiment's, a silence that ends in the future):
+    # no schema can say it, and such a refusal is a 400 with the field and the reason, which the apps' API tests
+    # check. Every other check holds for writes too: what the schema forbids is refused.
+    excluded = [positive_data_acceptance] if case.method in WRITES else []
+    case.call_and_validate(headers={"Authorization": f"Token {coordinator_key}"}, excluded_checks=excluded)
 
 
 def known_names_seed(case: Any) -> None:
