@@ -225,3 +225,8 @@ def test_a_number_where_the_schema_says_a_string_is_a_400_naming_the_field(api: 
 def test_an_ingest_batch_of_any_items_is_taken_each_item_judged_on_its_own(api: APIClient, batch: list[Any]) -> None:
     response = api.post("/api/v1/ingest/fts/", batch, format="json")
     assert response.status_code == 200 and len(response.json()["rejected"]) == len(batch)
+
+
+def test_targets_of_an_activity_that_does_not_exist_are_none(api: APIClient) -> None:
+    response = api.get("/api/v1/targets/?activity=999999")
+    assert response.status_code == 200 and response.json()["results"] == []
