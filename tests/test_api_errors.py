@@ -1,7 +1,10 @@
-"""Inputs the audit sent that answered 500: each now gets a 4xx with the reason, and changes nothing."""
+"""Inputs the audit sent that answered 500: each now gets a 4xx with the reason, and changes nothing. And the errors
+schemathesis found undocumented: each answered as the schema says (JSON everywhere under /api/, the documented
+status, the bounds the schema gives)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -230,3 +233,14 @@ def test_an_ingest_batch_of_any_items_is_taken_each_item_judged_on_its_own(api: 
 def test_targets_of_an_activity_that_does_not_exist_are_none(api: APIClient) -> None:
     response = api.get("/api/v1/targets/?activity=999999")
     assert response.status_code == 200 and response.json()["results"] == []
+
+
+def test_a_server_error_under_the_api_is_json_and_a_page_elsewhere() -> None:
+    from django.test import RequestFactory
+
+    from portal.views import server_error
+
+    api_answer = server_error(RequestFactory().get("/api/v1/sites/"))
+    assert api_answer.status_code == 500 and api_answer["Content-Type"] == "application/json"
+    assert "detail" in json.loads(api_answer.content)
+    assert server_error(RequestFactory().get("/sites/"))["Content-Type"].startswith("text/html")
