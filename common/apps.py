@@ -9,11 +9,12 @@ class CommonConfig(AppConfig):
     verbose_name = "common ground"
 
     def ready(self) -> None:
-        # Every model serializer's text fields take strings only, as the schema documents them.
+        # Every model serializer's text fields take strings only and its booleans booleans, as the schema says.
         from django.db import models
         from rest_framework.serializers import ModelSerializer
 
-        from .fields import StrictCharField
+        from .fields import StrictBooleanField, StrictCharField
 
         ModelSerializer.serializer_field_mapping[models.CharField] = StrictCharField
         ModelSerializer.serializer_field_mapping[models.TextField] = StrictCharField
+        ModelSerializer.serializer_field_mapping[models.BooleanField] = StrictBooleanField

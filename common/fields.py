@@ -15,3 +15,17 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """In a JSON body, `true` or `false` as the schema says `type: boolean` (DRF's BooleanField would take 0, 1,
+    "yes" and "on"); a form, which has no booleans, still writes them as words."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool) and _json_body(self.context.get("request")):
+            self.fail("invalid", input=data)
+        return bool(super().to_internal_value(data))
+
+
+def _json_body(request: Any) -> bool:
+    return request is not None and "json" in (getattr(request, "content_type", "") or "")

@@ -32,3 +32,14 @@ class IdFilter(WholeNumberFilter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("min_value", 1)
         super().__init__(*args, **kwargs)
+
+
+@extend_schema_field({"type": "boolean"})
+class StrictBooleanFilter(django_filters.TypedChoiceFilter):
+    """`true` or `false` (as a client writes a boolean in a query); anything else is a 400 naming the parameter,
+    not a filter silently left out."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("choices", [("true", "true"), ("false", "false")])
+        kwargs.setdefault("coerce", lambda text: text == "true")
+        super().__init__(*args, **kwargs)

@@ -244,3 +244,23 @@ def test_a_server_error_under_the_api_is_json_and_a_page_elsewhere() -> None:
     assert api_answer.status_code == 500 and api_answer["Content-Type"] == "application/json"
     assert "detail" in json.loads(api_answer.content)
     assert server_error(RequestFactory().get("/sites/"))["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("value", ["null", "0", "yes"])
+def test_a_boolean_filter_takes_true_or_false_only(api: APIClient, value: str) -> None:
+    assert api.get(f"/api/v1/failure-rules/?enabled={value}").status_code == 400
+    assert api.get("/api/v1/failure-rules/?enabled=false").status_code == 200
+
+
+@pytest.mark.parametrize("enabled", [0, 1, "true"])
+def test_a_json_boolean_field_takes_true_or_false_only(api: APIClient, enabled: Any) -> None:
+    body = {"pattern": "timed out", "category": "timeout", "enabled": enabled}
+    response = api.post("/api/v1/failure-rules/", body, format="json")
+    assert response.status_code == 400 and response.json()["enabled"]
+
+
+def test_the_schema_says_a_text_query_parameter_holds_no_nul_byte(api: APIClient) -> None:
+    schema = api.get("/api/schema/?format=json").json()
+    [rse] = [p for p in schema["paths"]["/api/v1/endpoints/"]["get"]["parameters"] if p["name"] == "rse"]
+    assert rse["schema"]["pattern"] == "^[^\\u0000]*$"
+    assert api.get("/api/v1/endpoints/?rse=a%00b").status_code == 400

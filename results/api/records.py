@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from challenges.models import Challenge
+from common.filters import StrictBooleanFilter
 from sites.models import Experiment, Site
 from sites.permissions import PlanPermission
 
@@ -113,6 +114,14 @@ class FailureRuleSerializer(serializers.ModelSerializer[FailureRule]):
         return super().create(validated_data)
 
 
+class FailureRuleFilter(django_filters.FilterSet):
+    enabled = StrictBooleanFilter()
+
+    class Meta:
+        model = FailureRule
+        fields = ["category", "enabled"]
+
+
 class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
     """The ordered rules that sort error messages into failure categories. Coordinators write; every change
     re-categorises the stored failed records in the background once committed (POST .../recategorize/ does it
@@ -121,7 +130,7 @@ class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
     queryset = FailureRule.objects.order_by("position", "id")
     serializer_class = FailureRuleSerializer
     permission_classes = [PlanPermission]
-    filterset_fields = ["category", "enabled"]
+    filterset_class = FailureRuleFilter
 
     def perform_create(self, serializer: serializers.BaseSerializer[FailureRule]) -> None:
         super().perform_create(serializer)
@@ -154,7 +163,7 @@ class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
         if slug:
             challenge = Challenge.objects.filter(slug=slug).first()
             if challenge is None:
-                raise NotFound({"challenge": [f"no challenge {slug!r}"]})
+                raise serializers.ValidationError({"challenge": [f"no challenge {slug!r}"]})
         failures_recategorize_on_commit(challenge=challenge)
         return Response(
             {"detail": "re-categorising in the background", "challenge": slug or None},
