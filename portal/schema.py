@@ -7,9 +7,9 @@ postprocessing hook adds the errors that the stack answers to any operation (the
 - 413 and 415 for bodies (too large, or not JSON / the documented type).
 Every error body is an object: `{"detail": "..."}` or fields with their messages (the Error component).
 
-It also says two things of requests that the views check but drf-spectacular cannot see: a text query parameter
-holds no NUL byte (PostgreSQL stores none: a 400), and a body the view reads itself (the ingest batches) is
-required."""
+It also says three things of requests that the views check but drf-spectacular cannot see: a text query parameter
+holds no NUL byte (PostgreSQL stores none: a 400); a query parameter of choices may be empty, which filters nothing
+(`?state=`, as the pages' forms send it); a body the view reads itself (the ingest batches) is required."""
 
 from __future__ import annotations
 
@@ -70,5 +70,7 @@ def _requests_document(path: str, method: str, operation: dict[str, Any]) -> Non
         plain_text = schema.get("type") == "string" and not {"enum", "pattern", "format"} & set(schema)
         if parameter.get("in") == "query" and plain_text:
             schema["pattern"] = NO_NUL
+        if parameter.get("in") == "query" and schema.get("type") == "string" and "" not in schema.get("enum", [""]):
+            schema["enum"] = [*schema["enum"], ""]
     if method in _BODY_METHODS and path.startswith(REQUIRED_BODY_PATHS) and "requestBody" in operation:
         operation["requestBody"]["required"] = True

@@ -264,3 +264,10 @@ def test_the_schema_says_a_text_query_parameter_holds_no_nul_byte(api: APIClient
     [rse] = [p for p in schema["paths"]["/api/v1/endpoints/"]["get"]["parameters"] if p["name"] == "rse"]
     assert rse["schema"]["pattern"] == "^[^\\u0000]*$"
     assert api.get("/api/v1/endpoints/?rse=a%00b").status_code == 400
+
+
+def test_an_empty_choice_filters_nothing_as_the_schema_says(api: APIClient) -> None:
+    schema = api.get("/api/schema/?format=json").json()
+    [state] = [p for p in schema["paths"]["/api/v1/sweeps/"]["get"]["parameters"] if p["name"] == "state"]
+    assert "" in state["schema"]["enum"]
+    assert api.get("/api/v1/sweeps/?state=").status_code == 200
