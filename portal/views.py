@@ -41,7 +41,8 @@ def _under_api(request: HttpRequest) -> bool:
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Django's 400 handler (a request Django itself refuses: too many fields, a bad Host): JSON under /api/."""
     if _under_api(request):
-        return JsonResponse({"detail": f"a request the server refuses: {exception or 'malformed'}"}, status=400)
+        # The exception's class, not its text: that may echo a header (the Host) back.
+        return JsonResponse({"detail": f"a request the server refuses ({type(exception).__name__})"}, status=400)
     return django_bad_request(request, exception)
 
 
