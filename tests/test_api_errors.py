@@ -271,3 +271,10 @@ def test_an_empty_choice_filters_nothing_as_the_schema_says(api: APIClient) -> N
     [state] = [p for p in schema["paths"]["/api/v1/sweeps/"]["get"]["parameters"] if p["name"] == "state"]
     assert "" in state["schema"]["enum"]
     assert api.get("/api/v1/sweeps/?state=").status_code == 200
+
+
+def test_a_request_django_refuses_itself_is_a_json_400_under_the_api(api: APIClient) -> None:
+    too_many = "&".join(f"f{number}=1" for number in range(1100))  # more than DATA_UPLOAD_MAX_NUMBER_FIELDS
+    response = api.get(f"/api/v1/sites/?{too_many}")
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert "TooManyFieldsSent" in response.json()["detail"]
