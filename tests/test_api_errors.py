@@ -278,3 +278,17 @@ def test_a_request_django_refuses_itself_is_a_json_400_under_the_api(api: APICli
     response = api.get(f"/api/v1/sites/?{too_many}")
     assert response.status_code == 400 and response["Content-Type"] == "application/json"
     assert "TooManyFieldsSent" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("country", "ÉÉ"), ("country", "it"), ("contacts", None), ("contacts", [" "]), ("contacts", [0])],
+)
+def test_a_site_field_outside_its_documented_shape_is_a_400_naming_it(api: APIClient, field: str, value: Any) -> None:
+    body = {"name": "CNAF", "tier": 1, "country": "IT", field: value}
+    response = api.post("/api/v1/sites/", body, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert (
+        api.post("/api/v1/sites/", {**body, field: "IT" if field == "country" else ["ops"]}, format="json").status_code
+        == 201
+    )
