@@ -27,6 +27,7 @@ from challenges.models import Activity, Challenge, Target
 from challenges.plan import plan_import
 from portal.demo import demo_plan
 from portal.wsgi import application
+from results.api.pagination import cursor_encode
 from sites.roles import membership_grant
 from sites.tokens import token_create
 from tests.sites.factories import ExperimentFactory, SiteFactory, StorageEndpointFactory, UserFactory
@@ -89,9 +90,14 @@ def test_every_check_passes_on_every_operation(case: Any, coordinator_key: str) 
 
 
 def known_names_seed(case: Any) -> None:
-    """In a body that the schema allows, the names of what it refers to are ones that exist (a body the schema
-    forbids is sent as generated: its refusal is what the checks look at)."""
-    if case.meta is None or not case.meta.generation.mode.is_positive or not isinstance(case.body, dict):
+    """In a request that the schema allows, the names of what it refers to are ones that exist, and a records
+    cursor is one of the list's (a request the schema forbids is sent as generated: its refusal is what the checks
+    look at)."""
+    if case.meta is None or not case.meta.generation.mode.is_positive:
+        return
+    if isinstance(case.query, dict) and case.query.get("after"):
+        case.query["after"] = cursor_encode(datetime(2026, 1, 1, tzinfo=UTC), 1)
+    if not isinstance(case.body, dict):
         return
     for field, name in KNOWN.items():
         if field in case.body and case.body[field] is not None:
