@@ -29,3 +29,27 @@ class StrictBooleanField(serializers.BooleanField):
 
 def _json_body(request: Any) -> bool:
     return request is not None and "json" in (getattr(request, "content_type", "") or "")
+
+
+def _is_number(data: Any) -> bool:
+    return isinstance(data, int | float) and not isinstance(data, bool)
+
+
+class StrictFloatField(serializers.FloatField):
+    """In a JSON body, a number as the schema says `type: number` (DRF's FloatField would take `false` as 0.0 and
+    "1.5" as 1.5); a form still writes numbers as text."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if not _is_number(data) and _json_body(self.context.get("request")):
+            self.fail("invalid")
+        return float(super().to_internal_value(data))
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """In a JSON body, a whole number as the schema says `type: integer` (`5` or `5.0`, not "5" nor `true`); a form
+    still writes numbers as text."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not _is_number(data) and _json_body(self.context.get("request")):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))

@@ -292,3 +292,12 @@ def test_a_site_field_outside_its_documented_shape_is_a_400_naming_it(api: APICl
         api.post("/api/v1/sites/", {**body, field: "IT" if field == "country" else ["ops"]}, format="json").status_code
         == 201
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("longitude", False), ("latitude", "45.5"), ("tier", "1"), ("tier", True)]
+)
+def test_a_json_number_field_takes_numbers_only(api: APIClient, field: str, value: Any) -> None:
+    response = api.post("/api/v1/sites/", {"name": "CNAF", "tier": 1, "country": "IT", field: value}, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert not Site.objects.exists()
