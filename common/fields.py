@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import serializers
@@ -53,3 +54,17 @@ class StrictIntegerField(serializers.IntegerField):
         if not _is_number(data) and _json_body(self.context.get("request")):
             self.fail("invalid")
         return int(super().to_internal_value(data))
+
+
+def many_as_list(serializer: serializers.Serializer[Any], data: Any) -> None:
+    """A to-many field of a JSON body is a list as the schema says `type: array` (DRF would take an object, `{}`,
+    as its keys): a 400 naming the field for anything else. Call it from `to_internal_value` before DRF's."""
+    if not isinstance(data, Mapping):
+        return
+    wrong = {
+        name: ["a list, as the schema says"]
+        for name, field in serializer.fields.items()
+        if isinstance(field, serializers.ManyRelatedField) and name in data and not isinstance(data[name], list)
+    }
+    if wrong and _json_body(serializer.context.get("request")):
+        raise serializers.ValidationError(wrong)

@@ -301,3 +301,11 @@ def test_a_json_number_field_takes_numbers_only(api: APIClient, field: str, valu
     response = api.post("/api/v1/sites/", {"name": "CNAF", "tier": 1, "country": "IT", field: value}, format="json")
     assert response.status_code == 400 and field in response.json()
     assert not Site.objects.exists()
+
+
+@pytest.mark.parametrize("experiments", [{}, "ATLAS"])
+def test_a_to_many_field_that_is_not_a_list_is_a_400_naming_it(api: APIClient, experiments: Any) -> None:
+    body = {"name": "CNAF", "tier": 1, "country": "IT", "experiments": experiments}
+    response = api.post("/api/v1/sites/", body, format="json")
+    assert response.status_code == 400 and response.json()["experiments"]
+    assert not Site.objects.exists()

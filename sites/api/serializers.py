@@ -8,7 +8,7 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
-from common.fields import StrictCharField
+from common.fields import StrictCharField, many_as_list
 from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
 from sites.roles import user_is_coordinator
 from sites.selectors import door_owner_problem, rse_owner_problem
@@ -95,6 +95,10 @@ class SiteSerializer(serializers.ModelSerializer[Site]):
             "network_hosts",
         ]
 
+    def to_internal_value(self, data: Any) -> Any:
+        many_as_list(self, data)
+        return super().to_internal_value(data)
+
     # The import matches sites by name: only coordinators may rename, re-tier or re-scope a site.
     COORDINATOR_FIELDS = ("name", "tier", "experiments")
 
@@ -148,6 +152,10 @@ class StorageEndpointSerializer(serializers.ModelSerializer[StorageEndpoint]):
             "experiments",
         ]
         read_only_fields = ["scheme", "host", "port"]
+
+    def to_internal_value(self, data: Any) -> Any:
+        many_as_list(self, data)
+        return super().to_internal_value(data)
 
     def validate_url(self, value: str) -> str:
         problem = endpoint_url_problem(value)
