@@ -10,6 +10,8 @@ from typing import Any
 from django.db import DataError, IntegrityError, InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
@@ -28,10 +30,32 @@ def database_away(exc: BaseException | None) -> bool:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response = drf_exception_handler(exc, context)
+    if response is not None:
+        _json_for_errors(context.get("request"))
+    if response is not None and isinstance(exc, ValidationError) and _only_duplicates(exc.get_codes()):
+        response.status_code = status.HTTP_409_CONFLICT  # the request is valid; what is stored is in its way
     if response is None and isinstance(exc, DATABASE_ERRORS):
         set_rollback()  # the request's transaction, if any, is over
         response = _database_error_response(exc)
     return response
+
+
+def _json_for_errors(request: Any) -> None:
+    """An error is JSON as the schema documents it, also where the success is a file (`?format=csv`): a client
+    reads the field and the reason the same way everywhere (the browsable API keeps its page)."""
+    renderer = getattr(request, "accepted_renderer", None)
+    if renderer is not None and renderer.format not in ("json", "api"):
+        request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+
+
+def _only_duplicates(codes: Any) -> bool:
+    """Whether every reason of a refusal is a duplicate of a stored row (DRF's `unique` validators, or a check that
+    says so with code="unique"): a 409 as the schema documents, the fields and their messages as for a 400."""
+    if isinstance(codes, dict):
+        return bool(codes) and all(_only_duplicates(value) for value in codes.values())
+    if isinstance(codes, list):
+        return bool(codes) and all(_only_duplicates(value) for value in codes)
+    return codes == "unique"
 
 
 DATABASE_ERRORS = (ProtectedError, IntegrityError, DataError, RecursionError, OperationalError, InterfaceError)

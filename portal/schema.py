@@ -5,7 +5,11 @@ postprocessing hook adds the errors that the stack answers to any operation (the
 - 404 when the path or a parameter names an object that does not exist (or that the caller may not see);
 - 409 where a write can meet an existing row (a duplicate, or a delete refused because records refer to it);
 - 413 and 415 for bodies (too large, or not JSON / the documented type).
-Every error body is an object: `{"detail": "..."}` or fields with their messages (the Error component)."""
+Every error body is an object: `{"detail": "..."}` or fields with their messages (the Error component).
+
+It also says three things of requests that the views check but drf-spectacular cannot see: a text query parameter
+holds no NUL byte (PostgreSQL stores none: a 400); a query parameter of choices may be empty, which filters nothing
+(`?state=`, as the pages' forms send it); a body the view reads itself (the ingest batches) is required."""
 
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ _DESCRIPTIONS = {
     "429": "Too many requests: throttled (see Retry-After)",
 }
 _BODY_METHODS = {"post", "put", "patch"}
+NO_NUL = "^[^\\u0000]*$"  # a JSON Schema (ECMA 262) pattern: no NUL anywhere
+REQUIRED_BODY_PATHS = ("/api/v1/ingest/",)
 
 
 def error_responses_document(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
@@ -49,9 +55,22 @@ def error_responses_document(result: dict[str, Any], generator: Any, request: An
                 codes |= {"413", "415"}
             if method in _BODY_METHODS | {"delete"}:
                 codes.add("409")
+            _requests_document(path, method, operation)
             responses = operation.setdefault("responses", {})
             for code in sorted(codes):
                 responses.setdefault(
                     code, {"description": _DESCRIPTIONS[code], "content": {"application/json": {"schema": reference}}}
                 )
     return result
+
+
+def _requests_document(path: str, method: str, operation: dict[str, Any]) -> None:
+    for parameter in operation.get("parameters", []):
+        schema = parameter.get("schema", {})
+        plain_text = schema.get("type") == "string" and not {"enum", "pattern", "format"} & set(schema)
+        if parameter.get("in") == "query" and plain_text:
+            schema["pattern"] = NO_NUL
+        if parameter.get("in") == "query" and schema.get("type") == "string" and "" not in schema.get("enum", [""]):
+            schema["enum"] = [*schema["enum"], ""]
+    if method in _BODY_METHODS and path.startswith(REQUIRED_BODY_PATHS) and "requestBody" in operation:
+        operation["requestBody"]["required"] = True

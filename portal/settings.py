@@ -202,6 +202,12 @@ SPECTACULAR_SETTINGS = {
     },
     # Swagger UI's files from the sidecar package, not a CDN: the portal must work on closed networks.
     "SWAGGER_UI_DIST": "SIDECAR",
+    # The API reads JSON: the schema documents JSON bodies only (DRF's form parsers stay for the browsable API, but a
+    # form turns "" and null into other things than JSON does, so a client generated from the schema sends JSON).
+    "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
+    # Request bodies their own components, so that they say what a write takes that an answer need not hold: a
+    # name that may not be blank has minLength 1 (DRF refuses "" for it), read-only fields are left out.
+    "COMPONENT_SPLIT_REQUEST": True,
     # Every error status each operation can answer, documented (portal/schema.py).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

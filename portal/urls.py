@@ -8,6 +8,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from . import views
 
+# Under /api/ every error is JSON, those Django answers itself too (a URL no route takes, a 500 no view caught).
+handler400 = "portal.views.bad_request"
+handler403 = "portal.views.permission_denied"
+handler404 = "portal.views.page_not_found"
 handler500 = "portal.views.server_error"
 
 urlpatterns = [

@@ -7,35 +7,28 @@ import django_filters
 from django.db.models import QuerySet
 
 from challenges.models import Challenge
+from common.filters import IdFilter, WholeNumberFilter
 
 from .choices import ErrorCategory, RecordState
 from .models import TransferRecord
-
-ID_MAX = 2**63 - 1
 
 
 class RecordFilter(django_filters.FilterSet):
     """The filters of the records list, the same on the API and the page. `challenge` keeps the records that count
     for the challenge's activities (results.store.attribution), `activity` those of one activity, `run` one run's."""
 
-    challenge = django_filters.ModelChoiceFilter(
-        queryset=Challenge.objects.all(), to_field_name="slug", method="filter_challenge", label="challenge (slug)"
-    )
+    challenge = django_filters.CharFilter(method="filter_challenge", label="challenge (slug)")
     source = django_filters.CharFilter(field_name="source_site__name", lookup_expr="iexact", label="source site")
     destination = django_filters.CharFilter(
         field_name="destination_site__name", lookup_expr="iexact", label="destination site"
     )
     experiment = django_filters.CharFilter(field_name="experiment__name", lookup_expr="iexact")
     mode = django_filters.CharFilter()
-    concurrency = django_filters.NumberFilter()
+    concurrency = WholeNumberFilter()
     state = django_filters.ChoiceFilter(choices=RecordState.choices)
     category = django_filters.ChoiceFilter(field_name="error_category", choices=ErrorCategory.choices)
-    activity = django_filters.NumberFilter(
-        field_name="activity_id", label="activity (id)", min_value=1, max_value=ID_MAX, decimal_places=0
-    )
-    run = django_filters.NumberFilter(
-        field_name="run_id", label="run (id)", min_value=1, max_value=ID_MAX, decimal_places=0
-    )
+    activity = IdFilter(field_name="activity_id", label="activity (id)")
+    run = IdFilter(field_name="run_id", label="run (id)")
 
     class Meta:
         model = TransferRecord
@@ -52,11 +45,11 @@ class RecordFilter(django_filters.FilterSet):
             "category",
         ]
 
-    def filter_challenge(
-        self, queryset: QuerySet[TransferRecord], name: str, value: Challenge | None
-    ) -> QuerySet[TransferRecord]:
+    def filter_challenge(self, queryset: QuerySet[TransferRecord], name: str, slug: str) -> QuerySet[TransferRecord]:
+        # A slug no challenge has keeps no record (a filter, as `source=` of an unknown site): not a 400.
+        value = Challenge.objects.filter(slug=slug).first()
         if value is None:
-            return queryset
+            return queryset.none()
         # The activities' ids, not a join: the planner then knows how many records they hold (a join to the
         # activities made it sort every record of the challenge for a first page of 100).
         return queryset.filter(activity_id__in=list(value.activities.values_list("id", flat=True)))

@@ -5,13 +5,15 @@ from __future__ import annotations
 import django_filters
 from django.db.models import QuerySet
 
+from common.filters import WholeNumberFilter
+
 from .choices import EndpointKind, Implementation
 from .models import Capacity, NetworkHost, Site, StorageEndpoint
 
 
 class SiteFilter(django_filters.FilterSet):
     experiment = django_filters.CharFilter(field_name="experiments__name", lookup_expr="iexact", distinct=True)
-    tier = django_filters.NumberFilter()
+    tier = WholeNumberFilter()
     country = django_filters.CharFilter(lookup_expr="iexact")
     name = django_filters.CharFilter(lookup_expr="icontains")
 

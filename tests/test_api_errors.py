@@ -1,7 +1,10 @@
-"""Inputs the audit sent that answered 500: each now gets a 4xx with the reason, and changes nothing."""
+"""Inputs the audit sent that answered 500: each now gets a 4xx with the reason, and changes nothing. And the errors
+schemathesis found undocumented: each answered as the schema says (JSON everywhere under /api/, the documented
+status, the bounds the schema gives)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -58,7 +61,7 @@ def test_a_second_capacity_of_a_site_is_a_conflict(api: APIClient, held: dict[st
     body = {"site": "CNAF", "network_rate": 1e9}
     assert api.post("/api/v1/capacities/", body, format="json").status_code == 201
     second = api.post("/api/v1/capacities/", body, format="json")
-    assert second.status_code == 400 and "has a capacity already" in second.json()["site"][0]
+    assert second.status_code == 409 and "has a capacity already" in second.json()["site"][0]
     assert Capacity.objects.count() == 1
 
 
@@ -151,3 +154,158 @@ def test_a_digit_int_cannot_read_is_refused_or_ignored_never_a_500(coordinator: 
     assert form.status_code == 200 and "whole numbers separated by commas" in form.content.decode()
     runs = api.get("/api/v1/runs/matrix/?runs=²")
     assert runs.status_code == 400 and "run ids are whole numbers" in str(runs.json())
+
+
+def test_a_second_experiment_of_the_same_name_is_a_conflict_naming_the_field(api: APIClient) -> None:
+    assert api.post("/api/v1/experiments/", {"name": "ATLAS"}, format="json").status_code == 201
+    second = api.post("/api/v1/experiments/", {"name": "ATLAS"}, format="json")
+    assert second.status_code == 409 and second.json()["name"]
+    assert Experiment.objects.count() == 1
+
+
+@pytest.mark.parametrize("url", ["/api/v1/nowhere/", "/api/v1/alerts/%C2%84/", "/api/v1/activities/1e-290/"])
+def test_a_url_no_api_route_takes_is_a_json_404(api: APIClient, url: str) -> None:
+    response = api.get(url)
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+    assert response.json()["detail"]
+
+
+def test_a_url_outside_the_api_keeps_the_html_404(api: APIClient) -> None:
+    assert api.get("/nowhere/")["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("parameter", ["limit=abc", "limit=0", "limit=", "offset=-1", "offset=0.5", "offset=null"])
+def test_a_page_parameter_that_is_not_a_whole_number_in_range_is_a_400_naming_it(
+    api: APIClient, parameter: str
+) -> None:
+    response = api.get(f"/api/v1/experiments/?{parameter}")
+    assert response.status_code == 400 and parameter.split("=", maxsplit=1)[0] in response.json()
+
+
+def test_a_huge_offset_is_an_empty_page(api: APIClient) -> None:
+    response = api.get(f"/api/v1/experiments/?offset={'9' * 30}&limit=5000")
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+@pytest.mark.parametrize("url", ["/api/v1/records/?concurrency=0.5", "/api/v1/runs/?activity=0"])
+def test_a_number_filter_out_of_its_documented_range_is_a_400(api: APIClient, url: str) -> None:
+    assert api.get(url).status_code == 400
+
+
+def test_an_id_filter_takes_a_whole_number_written_with_a_point_zero(api: APIClient) -> None:
+    assert api.get("/api/v1/records/?run=7.0").status_code == 200
+
+
+def test_the_records_of_a_challenge_that_does_not_exist_are_none(api: APIClient) -> None:
+    response = api.get("/api/v1/records/?challenge=nothing-like-it")
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+def test_alerts_of_a_challenge_that_does_not_exist_is_a_404_naming_the_parameter(api: APIClient) -> None:
+    response = api.get("/api/v1/alerts/?challenge=nothing-like-it")
+    assert response.status_code == 404 and response.json()["challenge"]
+
+
+def test_an_error_of_a_csv_route_is_json_as_documented(api: APIClient) -> None:
+    response = api.get("/api/v1/challenges/nothing-like-it/injection-plans/?format=csv")
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+    assert response.json()["detail"]
+
+
+def test_the_schema_says_a_name_may_not_be_blank_where_the_api_refuses_it(api: APIClient) -> None:
+    schema = api.get("/api/schema/?format=json").json()
+    assert schema["components"]["schemas"]["ExperimentRequest"]["properties"]["name"]["minLength"] == 1
+    assert api.post("/api/v1/experiments/", {"name": ""}, format="json").status_code == 400
+
+
+def test_a_number_where_the_schema_says_a_string_is_a_400_naming_the_field(api: APIClient) -> None:
+    response = api.post("/api/v1/experiments/", {"name": 0}, format="json")
+    assert response.status_code == 400 and response.json()["name"]
+    assert not Experiment.objects.exists()
+
+
+@pytest.mark.parametrize("batch", [[], [None, 1]])
+def test_an_ingest_batch_of_any_items_is_taken_each_item_judged_on_its_own(api: APIClient, batch: list[Any]) -> None:
+    response = api.post("/api/v1/ingest/fts/", batch, format="json")
+    assert response.status_code == 200 and len(response.json()["rejected"]) == len(batch)
+
+
+def test_targets_of_an_activity_that_does_not_exist_are_none(api: APIClient) -> None:
+    response = api.get("/api/v1/targets/?activity=999999")
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+def test_a_server_error_under_the_api_is_json_and_a_page_elsewhere() -> None:
+    from django.test import RequestFactory
+
+    from portal.views import server_error
+
+    api_answer = server_error(RequestFactory().get("/api/v1/sites/"))
+    assert api_answer.status_code == 500 and api_answer["Content-Type"] == "application/json"
+    assert "detail" in json.loads(api_answer.content)
+    assert server_error(RequestFactory().get("/sites/"))["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("value", ["null", "0", "yes"])
+def test_a_boolean_filter_takes_true_or_false_only(api: APIClient, value: str) -> None:
+    assert api.get(f"/api/v1/failure-rules/?enabled={value}").status_code == 400
+    assert api.get("/api/v1/failure-rules/?enabled=false").status_code == 200
+
+
+@pytest.mark.parametrize("enabled", [0, 1, "true"])
+def test_a_json_boolean_field_takes_true_or_false_only(api: APIClient, enabled: Any) -> None:
+    body = {"pattern": "timed out", "category": "timeout", "enabled": enabled}
+    response = api.post("/api/v1/failure-rules/", body, format="json")
+    assert response.status_code == 400 and response.json()["enabled"]
+
+
+def test_the_schema_says_a_text_query_parameter_holds_no_nul_byte(api: APIClient) -> None:
+    schema = api.get("/api/schema/?format=json").json()
+    [rse] = [p for p in schema["paths"]["/api/v1/endpoints/"]["get"]["parameters"] if p["name"] == "rse"]
+    assert rse["schema"]["pattern"] == "^[^\\u0000]*$"
+    assert api.get("/api/v1/endpoints/?rse=a%00b").status_code == 400
+
+
+def test_an_empty_choice_filters_nothing_as_the_schema_says(api: APIClient) -> None:
+    schema = api.get("/api/schema/?format=json").json()
+    [state] = [p for p in schema["paths"]["/api/v1/sweeps/"]["get"]["parameters"] if p["name"] == "state"]
+    assert "" in state["schema"]["enum"]
+    assert api.get("/api/v1/sweeps/?state=").status_code == 200
+
+
+def test_a_request_django_refuses_itself_is_a_json_400_under_the_api(api: APIClient) -> None:
+    too_many = "&".join(f"f{number}=1" for number in range(1100))  # more than DATA_UPLOAD_MAX_NUMBER_FIELDS
+    response = api.get(f"/api/v1/sites/?{too_many}")
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert "TooManyFieldsSent" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("country", "ÉÉ"), ("country", "it"), ("contacts", None), ("contacts", [" "]), ("contacts", [0])],
+)
+def test_a_site_field_outside_its_documented_shape_is_a_400_naming_it(api: APIClient, field: str, value: Any) -> None:
+    body = {"name": "CNAF", "tier": 1, "country": "IT", field: value}
+    response = api.post("/api/v1/sites/", body, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert (
+        api.post("/api/v1/sites/", {**body, field: "IT" if field == "country" else ["ops"]}, format="json").status_code
+        == 201
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("longitude", False), ("latitude", "45.5"), ("tier", "1"), ("tier", True)]
+)
+def test_a_json_number_field_takes_numbers_only(api: APIClient, field: str, value: Any) -> None:
+    response = api.post("/api/v1/sites/", {"name": "CNAF", "tier": 1, "country": "IT", field: value}, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert not Site.objects.exists()
+
+
+@pytest.mark.parametrize("experiments", [{}, "ATLAS"])
+def test_a_to_many_field_that_is_not_a_list_is_a_400_naming_it(api: APIClient, experiments: Any) -> None:
+    body = {"name": "CNAF", "tier": 1, "country": "IT", "experiments": experiments}
+    response = api.post("/api/v1/sites/", body, format="json")
+    assert response.status_code == 400 and response.json()["experiments"]
+    assert not Site.objects.exists()

@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 
 from challenges import documents, injection, plan
 from challenges.models import Activity, Challenge, Target
+from common.filters import IdFilter
 from sites.models import Experiment
 from sites.permissions import PlanPermission
 from sites.roles import experiments_visible
@@ -111,6 +112,19 @@ class ActivityFilter(django_filters.FilterSet):
         fields = ["challenge", "experiment", "kind", "mode"]
 
 
+class TargetFilter(django_filters.FilterSet):
+    """?activity=ID (an id that no activity has selects none, as the schema's integer allows), ?site__name=,
+    ?activity__challenge__slug=."""
+
+    activity = IdFilter(field_name="activity_id", label="activity (id)")
+    activity__challenge__slug = django_filters.CharFilter(field_name="activity__challenge__slug")
+    site__name = django_filters.CharFilter(field_name="site__name")
+
+    class Meta:
+        model = Target
+        fields = ["activity", "activity__challenge__slug", "site__name"]
+
+
 class ActivityViewSet(viewsets.ModelViewSet[Activity]):
     queryset = Activity.objects.select_related("challenge", "experiment", "source").prefetch_related(
         Prefetch("targets", queryset=Target.objects.select_related("activity", "site", "link_from", "link_to"))
@@ -127,7 +141,7 @@ class TargetViewSet(viewsets.ModelViewSet[Target]):
     queryset = Target.objects.select_related("activity", "site", "link_from", "link_to")
     serializer_class = TargetSerializer
     permission_classes = [PlanPermission]
-    filterset_fields = {"activity": ["exact"], "activity__challenge__slug": ["exact"], "site__name": ["exact"]}
+    filterset_class = TargetFilter
 
     def get_queryset(self) -> QuerySet[Target]:
         return super().get_queryset().restrict(self.request.user)  # type: ignore[attr-defined, no-any-return]

@@ -30,6 +30,9 @@ class _RawNdjson(_RawBody):
     media_type = "application/x-ndjson"
 
 
+BATCH_SCHEMA = {"type": "array", "items": {}, "description": "the records of one batch, each an object"}
+
+
 class IngestView(APIView):
     """One batch in: valid items stored in one transaction, invalid ones listed by index with the reason, a
     retried batch stored nothing twice. A DDM token sends only its own experiment's records."""
@@ -39,7 +42,9 @@ class IngestView(APIView):
     format = ""
 
     @extend_schema(
-        request={"application/json": OpenApiTypes.OBJECT, "application/x-ndjson": OpenApiTypes.STR},
+        # A batch is a JSON array (or NDJSON); each item is checked on its own and one that is not a record is
+        # listed among the rejected by its index, so the schema takes any item.
+        request={"application/json": BATCH_SCHEMA, "application/x-ndjson": OpenApiTypes.STR},
         responses={
             200: IngestResultSerializer,
             400: OpenApiResponse(description="the body is not a JSON array nor NDJSON; nothing stored"),

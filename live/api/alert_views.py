@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -59,7 +59,7 @@ class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         if slug:
             challenge = challenges_visible(user=self.request.user).filter(slug=slug).first()
             if challenge is None:
-                raise ValidationError({"challenge": [f"no challenge {slug[:64]!r} that you may read"]})
+                raise NotFound({"challenge": [f"no challenge {slug[:64]!r} that you may read"]})
         return alerts_visible(user=self.request.user, challenge=challenge, state=state or None)
 
     @extend_schema(request=None, responses=AlertSerializer)

@@ -10,6 +10,7 @@ import django_filters
 from django.db.models import QuerySet
 from rest_framework import viewsets
 
+from common.filters import IdFilter
 from common.services import service_call
 
 from ..models import AlertDelivery, AlertSubscription
@@ -40,7 +41,7 @@ class AlertSubscriptionViewSet(viewsets.ModelViewSet[AlertSubscription]):
 
 
 class AlertDeliveryFilter(django_filters.FilterSet):
-    alert = django_filters.NumberFilter(field_name="alert_id", help_text="the alert's id")
+    alert = IdFilter(field_name="alert_id", help_text="the alert's id")
 
     class Meta:
         model = AlertDelivery

@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
+from common.pagination import whole_number_parameter
 from common.times import iso_utc
 
 
@@ -57,12 +58,8 @@ class RecordKeysetPagination(BasePagination):
         return rows[: self.limit]
 
     def _limit(self, request: Request) -> int:
-        text = request.query_params.get("limit", "")
-        if not text:
-            return self.default_limit
-        if not text.isdigit() or int(text) < 1:
-            raise ValidationError({"limit": "a whole number of records, 1 or more"})
-        return min(int(text), self.max_limit)
+        limit = whole_number_parameter(request, "limit", minimum=1)
+        return self.default_limit if limit is None else min(limit, self.max_limit)
 
     def get_next_link(self) -> str | None:
         if self.last is None:
@@ -90,7 +87,7 @@ class RecordKeysetPagination(BasePagination):
                 "required": False,
                 "in": "query",
                 "description": f"records a page (default {self.default_limit}, at most {self.max_limit})",
-                "schema": {"type": "integer"},
+                "schema": {"type": "integer", "minimum": 1},
             },
             {
                 "name": "after",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -15,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from challenges.models import Challenge
+from common.filters import StrictBooleanFilter
 from sites.models import Experiment, Site
 from sites.permissions import PlanPermission
 
@@ -112,6 +114,14 @@ class FailureRuleSerializer(serializers.ModelSerializer[FailureRule]):
         return super().create(validated_data)
 
 
+class FailureRuleFilter(django_filters.FilterSet):
+    enabled = StrictBooleanFilter()
+
+    class Meta:
+        model = FailureRule
+        fields = ["category", "enabled"]
+
+
 class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
     """The ordered rules that sort error messages into failure categories. Coordinators write; every change
     re-categorises the stored failed records in the background once committed (POST .../recategorize/ does it
@@ -120,7 +130,7 @@ class FailureRuleViewSet(viewsets.ModelViewSet[FailureRule]):
     queryset = FailureRule.objects.order_by("position", "id")
     serializer_class = FailureRuleSerializer
     permission_classes = [PlanPermission]
-    filterset_fields = ["category", "enabled"]
+    filterset_class = FailureRuleFilter
 
     def perform_create(self, serializer: serializers.BaseSerializer[FailureRule]) -> None:
         super().perform_create(serializer)

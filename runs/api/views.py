@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from challenges.choices import ActivityKind
+from common.filters import IdFilter
 from common.services import service_call
 from common.units import is_whole_number
 from results.matrix.cells import SPLITS, link_matrix
@@ -46,7 +47,7 @@ class RunPermission(PlanPermission):
 
 class RunFilter(django_filters.FilterSet):
     challenge = django_filters.CharFilter(field_name="activity__challenge__slug", label="challenge (slug)")
-    activity = django_filters.NumberFilter(field_name="activity_id", label="activity (id)")
+    activity = IdFilter(field_name="activity_id", label="activity (id)")
     state = django_filters.ChoiceFilter(choices=RunState.choices)
     kind = django_filters.ChoiceFilter(choices=ActivityKind.choices)
 
@@ -68,6 +69,9 @@ def _service(call: Callable[[], Run]) -> Run:
 
 
 MAX_MATRIX_RUNS = 100
+# What the matrix's parameters take, said in the schema as _ids and _matrix_body check it.
+RUN_IDS_PATTERN = rf"^[0-9]{{1,18}}(,[0-9]{{1,18}}){{0,{MAX_MATRIX_RUNS - 1}}}$"
+SPLIT_PATTERN = r"^((mode|concurrency)(,(mode|concurrency))?)?$"
 
 
 def _ids(text: str, *, field: str) -> list[int]:
@@ -166,8 +170,14 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(
         operation_id="runs_matrix",
         parameters=[
-            OpenApiParameter("runs", str, description="comma-separated run ids (those you may read), at most 100"),
-            OpenApiParameter("split", str, description="comma-separated: mode, concurrency"),
+            OpenApiParameter(
+                "runs",
+                str,
+                required=True,
+                pattern=RUN_IDS_PATTERN,
+                description="comma-separated run ids (those you may read), at most 100",
+            ),
+            OpenApiParameter("split", str, pattern=SPLIT_PATTERN, description="comma-separated: mode, concurrency"),
         ],
         responses={
             200: LinkMatrixSerializer,
@@ -184,7 +194,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(
         operation_id="runs_run_matrix",
-        parameters=[OpenApiParameter("split", str, description="comma-separated: mode, concurrency")],
+        parameters=[
+            OpenApiParameter("split", str, pattern=SPLIT_PATTERN, description="comma-separated: mode, concurrency")
+        ],
         responses={200: LinkMatrixSerializer, 400: OpenApiResponse(description="an unknown split")},
     )
     @action(detail=True, methods=["get"], url_path="matrix", filter_backends=[], pagination_class=None)

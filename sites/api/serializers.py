@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 
+from common.fields import StrictCharField, many_as_list
 from sites.models import Capacity, Experiment, NetworkHost, Site, StorageEndpoint
 from sites.roles import user_may
 from sites.selectors import door_owner_problem, rse_owner_problem
@@ -23,7 +25,9 @@ class ExperimentSerializer(serializers.ModelSerializer[Experiment]):
         if self.instance is not None:
             clash = clash.exclude(pk=self.instance.pk)
         if clash.exists():
-            raise serializers.ValidationError(f"an experiment named {clash.get().name!r} exists (names ignore case)")
+            raise serializers.ValidationError(
+                f"an experiment named {clash.get().name!r} exists (names ignore case)", code="unique"
+            )
         return value
 
 
@@ -48,7 +52,7 @@ class CapacitySerializer(serializers.ModelSerializer[Capacity]):
     def validate_site(self, site: Site) -> Site:
         taken = Capacity.objects.filter(site=site).exclude(pk=getattr(self.instance, "pk", None))
         if taken.exists():
-            raise serializers.ValidationError(f"{site.name} has a capacity already: change that one")
+            raise serializers.ValidationError(f"{site.name} has a capacity already: change that one", code="unique")
         return site
 
 
@@ -64,6 +68,16 @@ class SiteSerializer(serializers.ModelSerializer[Site]):
     capacity = SiteCapacitySerializer(read_only=True, allow_null=True, source="capacity_or_none")
     endpoints = serializers.SlugRelatedField[StorageEndpoint](slug_field="url", many=True, read_only=True)
     network_hosts = serializers.SlugRelatedField[NetworkHost](slug_field="address", many=True, read_only=True)
+    # Said as the schema's pattern and checked by it: two ASCII capitals; contacts a list of strings, not null.
+    country = StrictCharField(
+        validators=[RegexValidator(r"^[A-Z]{2}$", "a two-letter upper-case ISO 3166-1 code, such as IT")],
+        help_text="ISO 3166-1 alpha-2 code",
+    )
+    contacts = serializers.ListField(
+        child=StrictCharField(validators=[RegexValidator(r"\S", "a name or an e-mail address, not blank")]),
+        required=False,
+        help_text="names or e-mail addresses",
+    )
 
     class Meta:
         model = Site
@@ -81,6 +95,10 @@ class SiteSerializer(serializers.ModelSerializer[Site]):
             "network_hosts",
         ]
 
+    def to_internal_value(self, data: Any) -> Any:
+        many_as_list(self, data)
+        return super().to_internal_value(data)
+
     # The import matches sites by name: only coordinators may rename, re-tier or re-scope a site.
     COORDINATOR_FIELDS = ("name", "tier", "experiments")
 
@@ -97,11 +115,6 @@ class SiteSerializer(serializers.ModelSerializer[Site]):
             if refused:
                 raise serializers.ValidationError(refused)
         return attrs
-
-    def validate_country(self, value: str) -> str:
-        if len(value) != 2 or not value.isalpha() or not value.isupper():
-            raise serializers.ValidationError("a two-letter upper-case ISO 3166-1 code, such as IT")
-        return value
 
     def validate_contacts(self, value: Any) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
@@ -139,6 +152,10 @@ class StorageEndpointSerializer(serializers.ModelSerializer[StorageEndpoint]):
             "experiments",
         ]
         read_only_fields = ["scheme", "host", "port"]
+
+    def to_internal_value(self, data: Any) -> Any:
+        many_as_list(self, data)
+        return super().to_internal_value(data)
 
     def validate_url(self, value: str) -> str:
         problem = endpoint_url_problem(value)

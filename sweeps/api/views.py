@@ -15,6 +15,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.filters import IdFilter
 from common.services import service_call
 from sites.permissions import PlanPermission
 
@@ -35,7 +36,7 @@ class SweepPermission(PlanPermission):
 
 class SweepFilter(django_filters.FilterSet):
     challenge = django_filters.CharFilter(field_name="activity__challenge__slug", label="challenge (slug)")
-    activity = django_filters.NumberFilter(field_name="activity_id", label="activity (id)")
+    activity = IdFilter(field_name="activity_id", label="activity (id)")
     state = django_filters.ChoiceFilter(choices=SweepState.choices)
 
     class Meta:
