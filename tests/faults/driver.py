@@ -123,11 +123,13 @@ def fts(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def rates(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The challenge's rates table as numbers (what `/results/SLUG/` shows)."""
+    """The challenge's rates table as numbers (what `/results/SLUG/` shows), at the minute `at` (ISO 8601) when given:
+    a running window's figures are so far, and two reads compare only at one minute."""
     from challenges.models import Challenge
     from results.selectors import challenge_rates
 
-    rows = challenge_rates(challenge=Challenge.objects.get(slug=arguments["slug"]))
+    at = datetime.fromisoformat(arguments["at"]) if arguments.get("at") else None
+    rows = challenge_rates(challenge=Challenge.objects.get(slug=arguments["slug"]), at=at)
     return {
         "rows": [
             [row.target.pk, row.volume, row.average_rate, row.max_rate, row.stable_rate, row.files_ok, row.files_failed]
