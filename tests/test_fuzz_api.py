@@ -37,7 +37,7 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "3"))
 # What a valid body names by reference is one the loaded registry and plan hold (schemathesis' "seed known test
 # data"): the schema cannot say which names exist, and a name that does not is a 400 with the field and the reason.
 WRITES = {"POST", "PUT", "PATCH"}
-SITES = ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE")
+SITES = ("TB-T0", "TB-T1-A", "TB-T1-B", "TB-TAPE", "TB-ORIGIN")
 KNOWN = {
     "challenge": "demo",
     "experiment": "ATLAS",
