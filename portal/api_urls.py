@@ -14,5 +14,5 @@ urlpatterns = [
     path("", include("results.api.urls")),
     path("", include("reports.api.urls")),
     path("", include("ingest.api.urls")),
-    path("", include("live.api.alert_urls")),
+    path("", include("live.api.alerts.urls")),
 ]

@@ -10,8 +10,8 @@ from rest_framework import serializers
 from results.api.views import RATE_ROW_FIELDS
 from results.choices import Verdict
 
-from ..choices import AlertKind, AlertState
-from ..models import Alert
+from ...choices import AlertKind, AlertState
+from ...models import Alert
 
 
 class AlertSerializer(serializers.ModelSerializer[Alert]):

@@ -18,11 +18,11 @@ from challenges.selectors import challenge_for, challenges_visible
 from common.services import service_call
 from sites.permissions import PlanPermission
 
-from ..choices import AlertState
-from ..now import now_board
-from ..selectors import alerts_visible
-from ..services import alert_acknowledge, alert_silence
-from .alert_serializers import AlertSerializer, NowBoardSerializer, SilenceSerializer
+from ...choices import AlertState
+from ...now import now_board
+from ...selectors import alerts_visible
+from ...services import alert_acknowledge, alert_silence
+from .serializers import AlertSerializer, NowBoardSerializer, SilenceSerializer
 
 
 class NowBoardView(APIView):

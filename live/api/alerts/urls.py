@@ -3,7 +3,8 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from . import alert_views, link_views
+from .. import link_views
+from . import views as alert_views
 
 router = SimpleRouter()
 router.register("alerts", alert_views.AlertViewSet, basename="alert")
