@@ -405,11 +405,12 @@ def test_a_recall_activity_stages_what_the_challenges_tape_writes_put_on_its_tap
     assert run.parameters["site"] == tape_site.name
 
 
-def test_the_clock_starts_an_auto_run_activity_once_and_cancels_it_when_its_window_closes() -> None:
+def auto_run_activity(now: Any, **extra: Any) -> Any:
+    """An auto-run transfer activity open at `now` (for an hour), from a site to a target site whose endpoints serve
+    its experiment."""
     site, destination = SiteFactory(), SiteFactory()
     StorageEndpointFactory(site=site, url=SOURCE)
     StorageEndpointFactory(site=destination, url=DESTINATIONS[0])
-    now = timezone.now().replace(microsecond=0)
     activity = ActivityFactory(
         source=site,
         file_size=1000,
@@ -418,10 +419,18 @@ def test_the_clock_starts_an_auto_run_activity_once_and_cancels_it_when_its_wind
         auto_run=True,
         start=now - timedelta(minutes=1),
         end=now + timedelta(hours=1),
+        **extra,
     )
     TargetFactory(activity=activity, site=destination)
-    for served in (site, destination):  # their endpoints serve the sites' experiments
+    for served in (site, destination):
         served.experiments.add(activity.experiment)
+    return activity
+
+
+def test_the_clock_starts_an_auto_run_activity_once_and_cancels_it_when_its_window_closes() -> None:
+    now = timezone.now().replace(microsecond=0)
+    activity = auto_run_activity(now)
+    site = activity.source
     ActivityFactory(source=site, file_size=1000, file_count=2, auto_run=False, start=activity.start, end=activity.end)
     assert activities_auto_run(now=now - timedelta(minutes=2)) == []  # not open yet
     started = activities_auto_run(now=now)
@@ -438,23 +447,8 @@ def test_the_clock_starts_an_auto_run_activity_once_and_cancels_it_when_its_wind
 
 
 def test_a_repeating_auto_run_keeps_one_run_going_and_stops_after_a_failed_one() -> None:
-    site, destination = SiteFactory(), SiteFactory()
-    StorageEndpointFactory(site=site, url=SOURCE)
-    StorageEndpointFactory(site=destination, url=DESTINATIONS[0])
     now = timezone.now().replace(microsecond=0)
-    activity = ActivityFactory(
-        source=site,
-        file_size=1000,
-        file_count=2,
-        concurrency=1,
-        auto_run=True,
-        auto_run_repeat=True,
-        start=now - timedelta(minutes=1),
-        end=now + timedelta(hours=1),
-    )
-    TargetFactory(activity=activity, site=destination)
-    for served in (site, destination):
-        served.experiments.add(activity.experiment)
+    activity = auto_run_activity(now, auto_run_repeat=True)
     first = activities_auto_run(now=now)
     assert [run.activity for run in first] == [activity]
     assert activities_auto_run(now=now) == []  # one at a time: the first still runs
