@@ -377,6 +377,13 @@ TESTBED_TAPE_CAPACITY = env.int("TESTBED_TAPE_CAPACITY", default=2_000_000_000)
 TESTBED_TOKENS = env.str("TESTBED_TOKENS", default="off")
 if TESTBED_TOKENS not in ("off", "required"):
     raise environ.ImproperlyConfigured(f'TESTBED_TOKENS must be "off" or "required", not {TESTBED_TOKENS!r}')
+# "loopback" (default): every testbed site on 127.0.0.1; "namespaces": each site in a network namespace of its own
+# with its own address, MTU and link capacities (root only; `manage.py testbed up --network namespaces` says the same).
+TESTBED_NETWORK = env.str("TESTBED_NETWORK", default="loopback")
+if TESTBED_NETWORK not in ("loopback", "namespaces"):
+    raise environ.ImproperlyConfigured(f'TESTBED_NETWORK must be "loopback" or "namespaces", not {TESTBED_NETWORK!r}')
+# The namespaced testbed's private /24; empty: 10.<high byte>.<low byte>.0/24 of TESTBED_BASE_PORT.
+TESTBED_NETNS_SUBNET = env.str("TESTBED_NETNS_SUBNET", default="")
 
 # The demo account made by `manage.py load_demo`; its password is generated once into DEMO_PASSWORD_FILE.
 DEMO_USERNAME = env.str("DEMO_USERNAME", default="demo")
