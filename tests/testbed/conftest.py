@@ -12,7 +12,10 @@ import pytest
 from testbed.certs import ensure_pki
 from testbed.grid import Testbed, TestbedConfig
 from testbed.grid.netns import network_leftovers
+from tests.runs.conftest import coordinator, worker
 from tests.testbed.helpers import namespaces_or_skip, netns_testbed_config
+
+__all__ = ["coordinator", "worker"]
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +35,27 @@ def netns_testbed() -> Iterator[Testbed]:
     yield bed
     bed.down()
     assert network_leftovers(layout) == [], "testbed down left parts of the namespaced network"
+
+
+@pytest.fixture
+def site_workers(netns_testbed: Testbed, transactional_db: None) -> Iterator[list[str]]:
+    """A real Celery worker for each of TB-T0, TB-T1-A and TB-T1-B, inside its site's namespace, reaching the test
+    database and Redis through the relay; the namespaced testbed's sites in the registry."""
+    from runs.dispatch import served_queues_forget
+    from sites.services import sites_import
+    from tests.runs.helpers import wait_for, worker_env
+
+    sites_import(document=netns_testbed.sites_document())
+    sites = ["TB-T0", "TB-T1-A", "TB-T1-B"]
+    for site in sites:
+        netns_testbed.site_worker_start(site, environment=worker_env(), concurrency=2)
+    logs = [netns_testbed.dir / "log" / f"worker-{netns_testbed.place_of(site).key}.log" for site in sites]
+    try:
+        for log in logs:
+            wait_for(lambda log=log: log.exists() and " ready." in log.read_text(errors="replace"), 60, f"{log} ready")
+        served_queues_forget()
+        yield sites
+    finally:
+        for site in sites:
+            netns_testbed.site_worker_stop(site)
+        served_queues_forget()
