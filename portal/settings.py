@@ -6,6 +6,7 @@ when present; variables already set in the environment win over it.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -384,6 +385,19 @@ if TESTBED_NETWORK not in ("loopback", "namespaces"):
     raise environ.ImproperlyConfigured(f'TESTBED_NETWORK must be "loopback" or "namespaces", not {TESTBED_NETWORK!r}')
 # The namespaced testbed's private /24; empty: 10.<high byte>.<low byte>.0/24 of TESTBED_BASE_PORT.
 TESTBED_NETNS_SUBNET = env.str("TESTBED_NETNS_SUBNET", default="")
+
+# Prometheus metrics at /metrics (portal/metrics.py): scraped with `Authorization: Bearer METRICS_TOKEN`, or from an
+# address of METRICS_ALLOWED_IPS (addresses or networks, comma-separated: the scraper's address as the portal sees it,
+# REMOTE_ADDR, so a proxy in front is that address). Neither set: /metrics answers 403 to everyone.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])
+for _network in METRICS_ALLOWED_IPS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as _error:
+        raise environ.ImproperlyConfigured(
+            f"METRICS_ALLOWED_IPS: {_network!r} is not an address or network"
+        ) from _error
 
 # The demo account made by `manage.py load_demo`; its password is generated once into DEMO_PASSWORD_FILE.
 DEMO_USERNAME = env.str("DEMO_USERNAME", default="demo")
