@@ -186,18 +186,25 @@ class Testbed(PlacesMixin, TokensMixin, ServersMixin):
             if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
                 raise RuntimeError(f"{tool} is not installed: run bin/portal (it installs the testbed's packages)")
         self.dir.mkdir(parents=True, exist_ok=True)
-        layout = self.layout
+        layout, made = self.layout, False
         if layout is not None:
             if self.tokens_required:
                 raise RuntimeError("the namespaced testbed does not check tokens yet: TESTBED_TOKENS=off, or loopback")
             if not any(self.running().values()):
                 network_up(layout)  # NamespacesUnavailable (a RuntimeError) says why not
-        # The servers' certificate names every address a client may use: each site's own when namespaced.
-        ensure_pki(self.pki.root, addresses=layout.addresses if layout is not None else ())
+                made = True
         try:
-            started = self._start_missing()
-        except RuntimeError:
-            started = self._start_missing()
+            # The servers' certificate names every address a client may use: each site's own when namespaced.
+            ensure_pki(self.pki.root, addresses=layout.addresses if layout is not None else ())
+            try:
+                started = self._start_missing()
+            except RuntimeError:
+                started = self._start_missing()
+        except Exception:
+            if made:  # a start that failed leaves no namespace behind
+                self.down()
+                network_down(layout)  # type: ignore[arg-type]
+            raise
         self.write_sites_document()
         return started
 

@@ -8,7 +8,9 @@ import signal
 import subprocess
 import threading
 from typing import Any
+from urllib.parse import quote
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common import processes
@@ -92,7 +94,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"worker of {place.name}: {'stopped' if stopped else 'was not running'}")
                 return
             pid = testbed.site_worker_start(
-                place.name, environment=dict(os.environ), concurrency=options["concurrency"]
+                place.name, environment={**portal_urls(), **os.environ}, concurrency=options["concurrency"]
             )
             self.stdout.write(f"worker of {place.name} (queue site.{place.name}) in {place.namespace}: pid {pid}")
             return
@@ -115,7 +117,10 @@ class Command(BaseCommand):
             if dead:
                 self.stderr.write(f"testbed processes exited: {', '.join(dead)}")
                 break
-        testbed.down(only=started)
+        if set(started) >= set(testbed.running()):
+            testbed.down()  # all of it was this command's: the namespaced testbed's network too
+        else:
+            testbed.down(only=started)
         self.stdout.write("testbed stopped")
 
     def _status(self, testbed: Testbed, *, as_json: bool) -> bool:
@@ -227,3 +232,19 @@ class Command(BaseCommand):
             f"{tape.get('migrated', 0)} files migrated, {tape.get('evicted', 0)} evicted, buffer "
             f"{tape.get('buffer_bytes_used', 0) / 1e6:g} MB, {tape.get('queue', 0)} files queued"
         )
+
+
+def portal_urls() -> dict[str, str]:
+    """The URLs of the portal's database and Redis as this process has them (from its settings, whether the
+    environment or their defaults named them), for a worker started inside a site."""
+    database = settings.DATABASES["default"]
+    credentials = quote(database["USER"], safe="") + (
+        f":{quote(database['PASSWORD'], safe='')}" if database.get("PASSWORD") else ""
+    )
+    url = f"postgres://{credentials}@{database['HOST']}:{database['PORT']}/{quote(database['NAME'], safe='')}"
+    return {
+        "DATABASE_URL": url,
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "CELERY_RESULT_BACKEND": settings.CELERY_RESULT_BACKEND,
+    }
