@@ -63,12 +63,12 @@ def test_an_allowed_address_may_scrape_without_a_token(client: Client) -> None:
 
 @override_settings(METRICS_TOKEN=TOKEN)
 def test_the_figures_are_the_databases_at_scrape_time(client: Client, django_assert_max_num_queries: Any) -> None:
-    activity = ActivityFactory()
+    activity: Any = ActivityFactory()
     for state, count in (("running", 2), ("finished", 3), ("failed", 1)):
         for _ in range(count):
             Run.objects.create(activity=activity, kind="transfer", state=state)
     Run.objects.create(activity=activity, kind="network", state="queued")
-    running = Run.objects.filter(state="running").first()
+    running = Run.objects.filter(state="running").earliest("pk")
     for index, state in enumerate(["running", "running", "running", "queued", "done"]):
         RunFile.objects.create(
             run=running, index=index, source_url="root://a//f", destination_url=f"root://b//{index}", state=state

@@ -28,7 +28,9 @@ from .netns import NetworkLayout
 class ServersMixin(TestbedPart):
     """The server side of Testbed: how each process is configured and started."""
 
-    layout: NetworkLayout | None
+    @property
+    def layout(self) -> NetworkLayout | None:
+        raise NotImplementedError
 
     def token_wrapped(self, argv: list[str]) -> list[str]:
         raise NotImplementedError

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -52,7 +53,11 @@ def site_workers(netns_testbed: Testbed, transactional_db: None) -> Iterator[lis
     logs = [netns_testbed.dir / "log" / f"worker-{netns_testbed.place_of(site).key}.log" for site in sites]
     try:
         for log in logs:
-            wait_for(lambda log=log: log.exists() and " ready." in log.read_text(errors="replace"), 60, f"{log} ready")
+
+            def ready(log: Path = log) -> bool:
+                return log.exists() and " ready." in log.read_text(errors="replace")
+
+            wait_for(ready, 60, f"{log} ready")
         served_queues_forget()
         yield sites
     finally:

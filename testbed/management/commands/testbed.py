@@ -71,7 +71,7 @@ class Command(BaseCommand):
                 raise CommandError("some testbed endpoints do not answer (start them with: manage.py testbed up)")
         elif action == "env":
             # TESTBED_PORTAL_ADDRESS: where the sites reach the host (the bridge's address; 127.0.0.1 on loopback).
-            network = {"TESTBED_NETWORK": testbed.network, "TESTBED_PORTAL_ADDRESS": testbed.portal_address}
+            network = {"TESTBED_PORTAL_ADDRESS": testbed.portal_address}
             for key, value in {**testbed.client_environment(), **network}.items():
                 self.stdout.write(f"export {key}={value}")
         elif action == "reset":
@@ -136,7 +136,7 @@ class Command(BaseCommand):
                 }
                 for row in rows
             ]
-            tokens = {"required": testbed.tokens_required}
+            tokens: dict[str, Any] = {"required": testbed.tokens_required}
             if testbed.tokens_required:
                 tokens["issuer"] = testbed.issuer_url
                 tokens["issuer_answers"] = processes.port_answers(testbed.ports()["issuer"])
