@@ -385,6 +385,9 @@ if TESTBED_NETWORK not in ("loopback", "namespaces"):
     raise environ.ImproperlyConfigured(f'TESTBED_NETWORK must be "loopback" or "namespaces", not {TESTBED_NETWORK!r}')
 # The namespaced testbed's private /24; empty: 10.<high byte>.<low byte>.0/24 of TESTBED_BASE_PORT.
 TESTBED_NETNS_SUBNET = env.str("TESTBED_NETNS_SUBNET", default="")
+# Its sites' MTUs and links' capacities where they differ from the default layout (TB-T1-B 1500, the rest 9000;
+# 1 Gb/s between TB-T0 and TB-T1-A), as JSON: {"mtu": {"TB-T1-A": 1500}, "links": [["TB-T0", "TB-T1-B", 2e8]]}.
+TESTBED_NETNS_LAYOUT = env.str("TESTBED_NETNS_LAYOUT", default="")
 
 # Prometheus metrics at /metrics (portal/metrics.py): scraped with `Authorization: Bearer METRICS_TOKEN`, or from an
 # address of METRICS_ALLOWED_IPS (addresses or networks, comma-separated: the scraper's address as the portal sees it,

@@ -116,6 +116,8 @@ class TestbedConfig:
     network: str = "loopback"
     # The namespaced testbed's private /24 ("" = from the base port: netns.default_subnet).
     netns_subnet: str = ""
+    # Its sites' MTUs and links' capacities other than the default's (JSON; netns.layout_shape).
+    netns_layout: str = ""
     # Ports of 127.0.0.1 (PostgreSQL, Redis, the portal's web server) that the namespaced testbed relays to the
     # sites at the portal's address on the bridge (testbed/relay.py).
     relay_ports: tuple[int, ...] = ()
@@ -139,6 +141,7 @@ class TestbedConfig:
             tokens=settings.TESTBED_TOKENS,
             network=settings.TESTBED_NETWORK,
             netns_subnet=settings.TESTBED_NETNS_SUBNET,
+            netns_layout=settings.TESTBED_NETNS_LAYOUT,
             relay_ports=portal_ports(settings),
         )
 

@@ -128,12 +128,14 @@ def default_subnet(base_port: int) -> str:
     return f"10.{(base_port >> 8) & 255}.{base_port & 255}.0/24"
 
 
-def default_layout(base_port: int, subnet: str = "") -> NetworkLayout:
-    """The default layout of a testbed on base_port: names with the base port in them (interface names stay within
-    Linux's 15 characters), addresses from subnet (default_subnet when empty)."""
+def default_layout(base_port: int, subnet: str = "", shape: str = "") -> NetworkLayout:
+    """The layout of a testbed on base_port: names with the base port in them (interface names stay within Linux's
+    15 characters), addresses from subnet (default_subnet when empty), and the default MTUs and capacities changed
+    by shape (TESTBED_NETNS_LAYOUT, see layout_shape)."""
     network = ipaddress.ip_network(subnet or default_subnet(base_port))
     if network.version != 4 or not network.is_private or network.num_addresses < 32:
         raise ValueError(f"the testbed's subnet must be a private IPv4 network of at least 32 addresses: {network}")
+    mtus, links = layout_shape(shape)
     hosts = list(network.hosts())
     prefix = f"tb{base_port}"
     sites = tuple(
@@ -143,12 +145,41 @@ def default_layout(base_port: int, subnet: str = "") -> NetworkLayout:
             namespace=f"{prefix}-{key}",
             host_veth=f"{prefix}{key}",
             address=str(hosts[FIRST_SITE_HOST - 1 + index]),
-            mtu=DEFAULT_MTUS.get(name, DEFAULT_MTU),
+            mtu=mtus.get(name, DEFAULT_MTU),
         )
         for index, (key, name) in enumerate(NAMESPACED_SITES)
     )
-    links = tuple(LinkCapacity(ends, rate) for ends, rate in DEFAULT_LINKS)
     return NetworkLayout(str(network), f"{prefix}br", str(hosts[0]), sites, links)
+
+
+def layout_shape(text: str) -> tuple[dict[str, int], tuple[LinkCapacity, ...]]:
+    """The sites' MTUs and the links' capacities: the defaults, changed by a JSON document such as
+    `{"mtu": {"TB-T1-A": 1500}, "links": [["TB-T0", "TB-T1-B", 2e8]]}` (an MTU per site name, from 576 to 9000;
+    "links", when given, replaces the default links: two site names and bits per second)."""
+    mtus, links = dict(DEFAULT_MTUS), tuple(LinkCapacity(ends, rate) for ends, rate in DEFAULT_LINKS)
+    if not text.strip():
+        return mtus, links
+    names = {name for _, name in NAMESPACED_SITES}
+    try:
+        shape = json.loads(text)
+        for name, mtu in shape.get("mtu", {}).items():
+            if name not in names or not isinstance(mtu, int) or not 576 <= mtu <= 9000:
+                raise ValueError(f"mtu: {name!r} {mtu!r} (a testbed site and a whole number from 576 to 9000)")
+            mtus[name] = mtu
+        if "links" in shape:
+            links = tuple(_link(entry, names) for entry in shape["links"])
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"TESTBED_NETNS_LAYOUT is not a layout: {exc}") from exc
+    return mtus, links
+
+
+def _link(entry: Any, names: set[str]) -> LinkCapacity:
+    first, second, rate = entry
+    if first not in names or second not in names or first == second:
+        raise ValueError(f"link {entry!r}: two different testbed sites")
+    if not isinstance(rate, int | float) or not 1e3 <= rate <= 1e11:
+        raise ValueError(f"link {entry!r}: a capacity in bits per second, from 1e3 to 1e11")
+    return LinkCapacity((first, second), float(rate))
 
 
 # --- running ip and tc -----------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class PlacesMixin(TestbedPart):
         if saved:
             return NetworkLayout.from_dict(saved)
         if self.config.network == "namespaces":
-            return default_layout(self.config.base_port, self.config.netns_subnet)
+            return default_layout(self.config.base_port, self.config.netns_subnet, self.config.netns_layout)
         return None
 
     @property

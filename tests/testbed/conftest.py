@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from common import processes
 from testbed.certs import ensure_pki
 from testbed.grid import Testbed, TestbedConfig
 from testbed.grid.netns import network_leftovers
@@ -36,6 +37,7 @@ def netns_testbed() -> Iterator[Testbed]:
     yield bed
     bed.down()
     assert network_leftovers(layout) == [], "testbed down left parts of the namespaced network"
+    assert processes.pids_mentioning(f"{bed.dir}/", {"testbed.relay", "celery"}) == [], "down left the relay"
 
 
 @pytest.fixture
