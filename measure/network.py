@@ -3,7 +3,11 @@
 Plain Python (no Django). The throughput result is a perfSONAR pScheduler throughput result (see iperf3.py). An MTU
 that differs between the two ends of a path (9000 at a site, 1500 on the way) once cut single-file rates from
 50 MB/s to 2 MB/s: the probe compares the MTU of the local interface towards the host with the path MTU that
-tracepath discovers, and warns when they differ.
+tracepath discovers, and warns when they differ. A smaller MTU that drops larger frames without a word (a switch
+that does not take jumbo frames, or a far end at 1500 on the same layer-2 network) sends no ICMP back: tracepath then
+keeps its own MTU and never reaches the host. So from an end whose MTU is above 1500, the probe first traces with
+packets of 1500 bytes (what every path carries) and then at its own MTU: large packets lost where 1500-byte ones
+get through is an MTU mismatch too, the one the JUNO challenge found from its 9000 side.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .iperf3 import Iperf3Error, run_iperf3
 # An IPv4 packet holds at most 65535 bytes: loopback's 65536-byte MTU shows as a 65535 path MTU.
 MAX_IP_PACKET = 65535
 BUSY_RETRIES = 5
+SMALL_PACKET = 1500  # bytes: the MTU every path carries
 
 
 @dataclass
@@ -43,14 +48,43 @@ def parse_tracepath(output: str) -> Tracepath:
     return Tracepath(int(resume.group(1)), int(hops) if hops else None, hops is not None, output)
 
 
-def run_tracepath(host: str, *, max_hops: int = 30, timeout: float = 60) -> Tracepath:
-    """Run tracepath (iputils) numerically towards host."""
-    argv = ["tracepath", "-n", "-m", str(max_hops), host]
+def run_tracepath(host: str, *, max_hops: int = 30, timeout: float = 60, packet_length: int | None = None) -> Tracepath:
+    """Run tracepath (iputils) numerically towards host; packet_length: its first packets' size (-l), else the
+    local interface's MTU. A trace that has not ended after `timeout` s is what it found so far (not reached): a
+    path that drops every packet answers no hop, and tracepath waits about 3 s for each of max_hops."""
+    argv = ["tracepath", "-n", "-m", str(max_hops), *(["-l", str(packet_length)] if packet_length else []), host]
     try:
         completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"tracepath to {host} did not finish in {timeout:g} s") from exc
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
+        trace = parse_tracepath(partial)
+        return Tracepath(trace.path_mtu, None, False, f"{partial}(stopped after {timeout:g} s)\n")
     return parse_tracepath(completed.stdout + completed.stderr)
+
+
+@dataclass
+class PathTrace:
+    """The path towards a host: tracepath at the local MTU, and whether packets of SMALL_PACKET bytes reached it
+    (None when not tried: a local MTU of 1500 or less, or unknown)."""
+
+    trace: Tracepath
+    small_packets_reached: bool | None = None
+    output: str = ""
+
+
+def path_trace(host: str, local_mtu: int | None) -> PathTrace:
+    """tracepath towards host; from an interface whose MTU is above SMALL_PACKET, with SMALL_PACKET bytes first.
+    When those reach the host in H hops, the trace at the local MTU goes no further than H + 1 hops: a path that
+    drops large packets costs seconds, not the minutes of 30 silent hops."""
+    if local_mtu is None or local_mtu <= SMALL_PACKET:
+        trace = run_tracepath(host)
+        return PathTrace(trace, None, trace.output)
+    small = run_tracepath(host, packet_length=SMALL_PACKET)
+    if not small.reached or small.hops is None:
+        trace = run_tracepath(host)
+        return PathTrace(trace, False, small.output + trace.output)
+    trace = run_tracepath(host, max_hops=small.hops + 1)
+    return PathTrace(trace, True, small.output + trace.output)
 
 
 def local_interface_mtu(host: str) -> tuple[str | None, int | None]:
@@ -67,6 +101,17 @@ def local_interface_mtu(host: str) -> tuple[str | None, int | None]:
         return device, int(Path(f"/sys/class/net/{device}/mtu").read_text().strip())
     except (OSError, ValueError):
         return device, None
+
+
+def large_packet_warnings(host: str, local_mtu: int | None, path: PathTrace) -> list[str]:
+    """The mismatch a path trace shows when packets of SMALL_PACKET bytes reach the host and those of the local MTU
+    do not."""
+    if path.small_packets_reached and not path.trace.reached:
+        return [
+            f"MTU mismatch: packets of {local_mtu} bytes (the local interface's MTU) do not reach {host}, packets of "
+            f"{SMALL_PACKET} bytes do: a smaller MTU at the far end or on the way drops the larger ones"
+        ]
+    return []
 
 
 def mtu_warnings(local_mtu: int | None, path_mtu: int | None) -> list[str]:
@@ -100,6 +145,9 @@ class NetworkResult:
     local_interface: str | None = None
     local_mtu: int | None = None
     warnings: list[str] = field(default_factory=list)
+    reached: bool | None = None  # tracepath at the local MTU reached the host
+    small_packets_reached: bool | None = None  # packets of SMALL_PACKET bytes did (None: not tried)
+    tracepath: str = ""  # tracepath's output, as it printed it
 
     @property
     def ok(self) -> bool:
@@ -131,6 +179,9 @@ class NetworkResult:
             "local_interface": self.local_interface,
             "local_mtu": self.local_mtu,
             "warnings": self.warnings,
+            "reached": self.reached,
+            "small_packets_reached": self.small_packets_reached,
+            "tracepath": self.tracepath,
         }
 
 
@@ -159,14 +210,37 @@ def network_probe(
         if pscheduler["succeeded"] or "busy" not in str(pscheduler.get("error", "")) or attempt == BUSY_RETRIES:
             break
         time.sleep(1.0 + attempt)
-    trace = run_tracepath(host)
     interface, local_mtu = local_interface_mtu(host)
-    warnings = mtu_warnings(local_mtu, trace.path_mtu)
+    path = path_trace(host, local_mtu)
+    trace = path.trace
+    warnings = mtu_warnings(local_mtu, trace.path_mtu) + large_packet_warnings(host, local_mtu, path)
     if not trace.reached:
         warnings.append(f"tracepath did not reach {host}")
     return NetworkResult(
-        host, port, streams, duration, reverse, pscheduler, trace.path_mtu, trace.hops, interface, local_mtu, warnings
+        host,
+        port,
+        streams,
+        duration,
+        reverse,
+        pscheduler,
+        trace.path_mtu,
+        trace.hops,
+        interface,
+        local_mtu,
+        warnings,
+        trace.reached,
+        path.small_packets_reached,
+        path.output,
     )
 
 
-__all__ = ["NetworkResult", "Tracepath", "local_interface_mtu", "mtu_warnings", "network_probe", "parse_tracepath"]
+__all__ = [
+    "NetworkResult",
+    "PathTrace",
+    "Tracepath",
+    "local_interface_mtu",
+    "mtu_warnings",
+    "network_probe",
+    "parse_tracepath",
+    "path_trace",
+]

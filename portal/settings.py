@@ -6,6 +6,7 @@ when present; variables already set in the environment win over it.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -377,6 +378,29 @@ TESTBED_TAPE_CAPACITY = env.int("TESTBED_TAPE_CAPACITY", default=2_000_000_000)
 TESTBED_TOKENS = env.str("TESTBED_TOKENS", default="off")
 if TESTBED_TOKENS not in ("off", "required"):
     raise environ.ImproperlyConfigured(f'TESTBED_TOKENS must be "off" or "required", not {TESTBED_TOKENS!r}')
+# "loopback" (default): every testbed site on 127.0.0.1; "namespaces": each site in a network namespace of its own
+# with its own address, MTU and link capacities (root only; `manage.py testbed up --network namespaces` says the same).
+TESTBED_NETWORK = env.str("TESTBED_NETWORK", default="loopback")
+if TESTBED_NETWORK not in ("loopback", "namespaces"):
+    raise environ.ImproperlyConfigured(f'TESTBED_NETWORK must be "loopback" or "namespaces", not {TESTBED_NETWORK!r}')
+# The namespaced testbed's private /24; empty: 10.<high byte>.<low byte>.0/24 of TESTBED_BASE_PORT.
+TESTBED_NETNS_SUBNET = env.str("TESTBED_NETNS_SUBNET", default="")
+# Its sites' MTUs and links' capacities where they differ from the default layout (TB-T1-B 1500, the rest 9000;
+# 1 Gb/s between TB-T0 and TB-T1-A), as JSON: {"mtu": {"TB-T1-A": 1500}, "links": [["TB-T0", "TB-T1-B", 2e8]]}.
+TESTBED_NETNS_LAYOUT = env.str("TESTBED_NETNS_LAYOUT", default="")
+
+# Prometheus metrics at /metrics (portal/metrics.py): scraped with `Authorization: Bearer METRICS_TOKEN`, or from an
+# address of METRICS_ALLOWED_IPS (addresses or networks, comma-separated: the scraper's address as the portal sees it,
+# REMOTE_ADDR, so a proxy in front is that address). Neither set: /metrics answers 403 to everyone.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])
+for _network in METRICS_ALLOWED_IPS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as _error:
+        raise environ.ImproperlyConfigured(
+            f"METRICS_ALLOWED_IPS: {_network!r} is not an address or network"
+        ) from _error
 
 # The demo account made by `manage.py load_demo`; its password is generated once into DEMO_PASSWORD_FILE.
 DEMO_USERNAME = env.str("DEMO_USERNAME", default="demo")

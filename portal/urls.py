@@ -7,6 +7,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import views
+from .metrics import metrics_view
 
 # Under /api/ every error is JSON, those Django answers itself too (a URL no route takes, a 500 no view caught).
 handler400 = "portal.views.bad_request"
@@ -17,6 +18,7 @@ handler500 = "portal.views.server_error"
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     # Browsers ask for /favicon.ico whatever the page says: the portal's icon, not a 404 on every page.
     path("favicon.ico", views.favicon),
     path("challenges/", include("runs.urls")),

@@ -25,6 +25,8 @@ from runs.models import RunFile
 from .choices import StepKind, StepState
 from .models import Sweep, SweepStep
 
+MAX_IP_PACKET = 65535  # bytes: loopback's 65536-byte MTU carries packets of 65535 at most
+
 MATRIX_COLUMNS = [
     "step",
     "run",
@@ -54,7 +56,10 @@ NETWORK_COLUMNS = [
     "retransmits",
     "path_mtu",
     "local_mtu",
+    "far_mtu",
+    "reached",
     "mtu_mismatch",
+    "smaller_mtu_at",
     "hops",
     "error",
     "measured_from",
@@ -156,7 +161,8 @@ def _per_round(cell: LinkCell, concurrency: int | None) -> float | None:
 
 def network_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dict[str, Any]]:
     """One row per network step: iperf3 in bits per second (iperf3_bps) and bytes per second (iperf3_rate), the
-    sender's retransmits, tracepath's path MTU and the MTU of the source's interface towards the host."""
+    sender's retransmits, tracepath's path MTU, whether it reached the destination, the MTU of the source's
+    interface towards the host, and the MTUs of both ends compared (mtu_ends)."""
     steps = steps if steps is not None else steps_of(sweep)
     rows = []
     for step in steps:
@@ -185,12 +191,42 @@ def network_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dic
                 "retransmits": totals.get("retransmits"),
                 "path_mtu": summary.get("path_mtu"),
                 "local_mtu": summary.get("local_mtu"),
+                "reached": summary.get("reached"),
+                "large_packets_lost": summary.get("small_packets_reached") is True and summary.get("reached") is False,
                 "mtu_mismatch": any(text.startswith("MTU mismatch") for text in warnings) if summary else None,
                 "hops": summary.get("hops"),
                 "error": error,
                 "measured_from": step.measured_from if step.queue else None,
             }
         )
+    return mtu_ends(rows)
+
+
+def _mtu(value: Any) -> int | None:
+    """An interface MTU as a path can carry it (loopback's 65536 is a 65535 packet at most)."""
+    return min(int(value), MAX_IP_PACKET) if isinstance(value, int) else None
+
+
+def mtu_ends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each network row with the MTUs of both its ends compared, as the JUNO challenge read them from its two sides:
+    far_mtu, the destination's own interface MTU (what the step from the destination back to the source found as
+    its local MTU; None when the sweep did not measure that way); mtu_mismatch also when the two ends differ; and
+    smaller_mtu_at, the end with the smaller MTU: the one with the smaller interface MTU when both are known, else
+    the destination when the source's large packets were lost on the way where 1500-byte ones got through (the far
+    end or a hop before it), else None (no mismatch seen)."""
+    local = {(row["source"], row["destination"]): _mtu(row["local_mtu"]) for row in rows}
+    for row in rows:
+        here, far = _mtu(row["local_mtu"]), local.get((row["destination"], row["source"]))
+        lost = row.pop("large_packets_lost")
+        row["far_mtu"] = far
+        smaller = None
+        if here is not None and far is not None and here != far:
+            smaller = row["source"] if here < far else row["destination"]
+        elif lost and (far is None or here is None):
+            smaller = row["destination"]
+        row["smaller_mtu_at"] = smaller
+        if smaller is not None:
+            row["mtu_mismatch"] = True
     return rows
 
 

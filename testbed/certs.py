@@ -2,12 +2,13 @@
 
 Layout under `<testbed>/pki/`: `ca/` (the CA's key and certificate), `certificates/` (the CA certificate,
 `openssl rehash`ed: point X509_CERT_DIR here), `host/` (hostcert.pem, hostkey.pem for the servers, valid for
-localhost and 127.0.0.1).
+localhost and 127.0.0.1, and for the sites' own addresses once a namespaced testbed asked for them).
 """
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,11 +55,33 @@ def _openssl(*args: str) -> None:
         raise RuntimeError(f"openssl {args[0]} failed: {result.stderr.strip()}")
 
 
-def ensure_pki(root: Path) -> Pki:
-    """Create the CA and the host certificate once; later calls reuse them."""
+LOOPBACK_NAMES = ("DNS:localhost", "IP:127.0.0.1", "IP:::1")
+
+
+def _host_names(ext: Path) -> set[str]:
+    """The names the host certificate was made for (its extension file's subjectAltName)."""
+    try:
+        lines = ext.read_text().splitlines()
+    except OSError:
+        return set()
+    for line in lines:
+        if line.startswith("subjectAltName="):
+            return {name.strip() for name in line.removeprefix("subjectAltName=").split(",")}
+    return set()
+
+
+def ensure_pki(root: Path, *, addresses: Sequence[str] = ()) -> Pki:
+    """Create the CA and the host certificate once; later calls reuse them. A host certificate that does not name
+    every one of `addresses` (IPv4 addresses of the namespaced testbed's sites) is made again, by the same CA, for
+    those it named and these: clients that trust the CA trust it."""
     pki = Pki(root)
+    ext = root / "host" / "host.ext"
+    wanted = set(LOOPBACK_NAMES) | {f"IP:{address}" for address in addresses}
     if pki.host_cert.exists() and pki.host_key.exists() and any(pki.cert_dir.glob("*.0")):
-        return pki
+        have = _host_names(ext) or set(LOOPBACK_NAMES)
+        if wanted <= have:
+            return pki
+        wanted |= have
     for sub in ("ca", "certificates", "host"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     if not pki.ca_cert.exists():
@@ -82,12 +105,12 @@ def ensure_pki(root: Path) -> Pki:
             "keyUsage=critical,keyCertSign,cRLSign",
         )
     csr = root / "host" / "host.csr"
-    ext = root / "host" / "host.ext"
+    names = [*LOOPBACK_NAMES, *sorted(wanted - set(LOOPBACK_NAMES))]
     ext.write_text(
         "basicConstraints=CA:FALSE\n"
         "keyUsage=critical,digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth,clientAuth\n"
-        "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
+        f"subjectAltName={','.join(names)}\n"
     )
     _openssl(
         "req", "-newkey", "rsa:2048", "-nodes", "-subj", HOST_SUBJECT, "-keyout", str(pki.host_key), "-out", str(csr)
@@ -113,6 +136,7 @@ def ensure_pki(root: Path) -> Pki:
     pki.host_bundle.write_text(pki.host_cert.read_text() + pki.host_key.read_text())
     pki.host_bundle.chmod(0o600)
     target = pki.cert_dir / "testbed-ca.pem"
-    target.write_text(pki.ca_cert.read_text())
-    _openssl("rehash", str(pki.cert_dir))
+    if not target.exists() or target.read_text() != pki.ca_cert.read_text():
+        target.write_text(pki.ca_cert.read_text())
+        _openssl("rehash", str(pki.cert_dir))
     return pki

@@ -185,9 +185,19 @@ class NetworkRowSerializer(serializers.Serializer[Any]):
     iperf3_bps = serializers.FloatField(allow_null=True, help_text="bits per second, as iperf3 states it")
     iperf3_rate = serializers.FloatField(allow_null=True, help_text="the same in bytes per second")
     retransmits = serializers.IntegerField(allow_null=True)
-    path_mtu = serializers.IntegerField(allow_null=True)
-    local_mtu = serializers.IntegerField(allow_null=True)
+    path_mtu = serializers.IntegerField(allow_null=True, help_text="tracepath's path MTU from the source, bytes")
+    local_mtu = serializers.IntegerField(allow_null=True, help_text="the MTU of the source's interface to the host")
+    far_mtu = serializers.IntegerField(
+        allow_null=True,
+        help_text="the destination's interface MTU, as the step the other way found it (null: not measured)",
+    )
+    reached = serializers.BooleanField(
+        allow_null=True, help_text="tracepath at the source's MTU reached the destination (false: large packets lost)"
+    )
     mtu_mismatch = serializers.BooleanField(allow_null=True)
+    smaller_mtu_at = serializers.CharField(
+        allow_null=True, help_text="the end (site) with the smaller MTU when the ends' MTUs differ, else null"
+    )
     hops = serializers.IntegerField(allow_null=True)
     error = serializers.CharField(allow_blank=True)
     measured_from = serializers.CharField(allow_null=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..certs import Pki
@@ -47,6 +47,20 @@ IPERF3_SERVERS = {
     "iperf3.t1b": ("t1b", "iperf3-t1b"),
     "iperf3.webdav": ("webdav", "iperf3-webdav"),
 }
+# The site (its key) each server process belongs to: on the namespaced testbed it runs in that site's namespace.
+# The issuer and the relay run on the host (the portal's side).
+PROCESS_SITES = {
+    "t0": "t0",
+    "t1a": "t1a",
+    "t1b": "t1b",
+    "tape": "tape",
+    "tape-rest": "tape",
+    "webdav": "webdav",
+    "origin": "origin",
+    "xcache": "xcache",
+    **{process: site for site, process in IPERF3_SERVERS.values()},
+}
+NETWORKS = ("loopback", "namespaces")
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,17 @@ class TestbedConfig:
     # bearer value works (today's tests, faster).
     tokens: str = "off"
     token_lifetime: int = 1200
+    # "loopback": every site on 127.0.0.1 (the default); "namespaces": each site in a network namespace of its own,
+    # with its own address, MTU and link capacities (testbed/grid/netns.py, root only). A running testbed keeps the
+    # network it was started with (state.json) whatever this says.
+    network: str = "loopback"
+    # The namespaced testbed's private /24 ("" = from the base port: netns.default_subnet).
+    netns_subnet: str = ""
+    # Its sites' MTUs and links' capacities other than the default's (JSON; netns.layout_shape).
+    netns_layout: str = ""
+    # Ports of 127.0.0.1 (PostgreSQL, Redis, the portal's web server) that the namespaced testbed relays to the
+    # sites at the portal's address on the bridge (testbed/relay.py).
+    relay_ports: tuple[int, ...] = ()
 
     @classmethod
     def from_settings(cls) -> TestbedConfig:
@@ -114,7 +139,34 @@ class TestbedConfig:
             tape_max_request_files=settings.TESTBED_TAPE_MAX_REQUEST_FILES,
             tape_capacity=settings.TESTBED_TAPE_CAPACITY,
             tokens=settings.TESTBED_TOKENS,
+            network=settings.TESTBED_NETWORK,
+            netns_subnet=settings.TESTBED_NETNS_SUBNET,
+            netns_layout=settings.TESTBED_NETNS_LAYOUT,
+            relay_ports=portal_ports(settings),
         )
+
+
+def portal_ports(settings: Any) -> tuple[int, ...]:
+    """The ports of the portal's services on this machine's loopback that a site must reach: PostgreSQL (and its
+    replica), Redis (cache, broker, results) and the web server (PORTAL_URL)."""
+    from urllib.parse import urlsplit
+
+    urls = [
+        getattr(settings, name, "")
+        for name in ("REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "PORTAL_URL", "DATABASE_REPLICA_URL")
+    ]
+    ports = set()
+    for url in urls:
+        parts = urlsplit(str(url or ""))
+        if parts.hostname in LOOPBACK_NAMES and parts.port:
+            ports.add(parts.port)
+    for database in settings.DATABASES.values():
+        if database.get("HOST") in LOOPBACK_NAMES and database.get("PORT"):
+            ports.add(int(database["PORT"]))
+    return tuple(sorted(ports))
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 
 @dataclass
@@ -130,6 +182,7 @@ class Endpoint:
     implementation: str = "XRootD"
     tpc_modes: list[str] = field(default_factory=list)
     checksums: bool = True
+    host: str = "127.0.0.1"  # the address its server listens on (its site's own on the namespaced testbed)
 
 
 @dataclass
@@ -156,4 +209,10 @@ class TestbedPart:
         raise NotImplementedError
 
     def endpoint(self, name: str) -> Endpoint:
+        raise NotImplementedError
+
+    def host_of(self, site_key: str | None) -> str:
+        raise NotImplementedError
+
+    def _start(self, process: str, argv: list[str], **kwargs: Any) -> None:
         raise NotImplementedError

@@ -22,10 +22,15 @@ from .config import (
     DiskSite,
     TestbedPart,
 )
+from .netns import NetworkLayout
 
 
 class ServersMixin(TestbedPart):
     """The server side of Testbed: how each process is configured and started."""
+
+    @property
+    def layout(self) -> NetworkLayout | None:
+        raise NotImplementedError
 
     def token_wrapped(self, argv: list[str]) -> list[str]:
         raise NotImplementedError
@@ -79,11 +84,8 @@ class ServersMixin(TestbedPart):
 
     def _xrootd_start(self, key: str, config: Path, output: str) -> None:
         """Start the XRootD server `key` with its configuration file (its stdout and stderr to log/OUTPUT)."""
-        processes.start(
-            self._xrootd_argv(key, config),
-            pidfile=self._pidfile(key),
-            logfile=self.dir / "log" / output,
-            env=self.xrootd_token_env(key),
+        self._start(
+            key, self._xrootd_argv(key, config), logfile=self.dir / "log" / output, env=self.xrootd_token_env(key)
         )
 
     def _xrootd_common(self, key: str, root_port: int, *, tpc: bool = True) -> list[str]:
@@ -94,9 +96,11 @@ class ServersMixin(TestbedPart):
             f"all.adminpath {base / 'admin'}",
             f"all.pidpath {base / 'run'}",
             f"xrd.port {root_port}",
-            # XRootD listens on every interface; accept connections from this machine only.
+            # XRootD listens on every interface; accept connections from this machine only (on the namespaced
+            # testbed: from the testbed's sites and the portal's address too).
             "xrd.allow host localhost",
             "xrd.allow host 127.0.0.1",
+            *self._xrootd_allowed(),
         ]
         if tpc:
             lines += [
@@ -105,6 +109,14 @@ class ServersMixin(TestbedPart):
                 "ofs.tpc autorm xfr 8 pgm /usr/bin/xrdcp --server",
             ]
         return lines
+
+    def _xrootd_allowed(self) -> list[str]:
+        """On the namespaced testbed: the sites and the portal, by address and by name (what their addresses
+        resolve to in each site's /etc/hosts)."""
+        if self.layout is None:
+            return []
+        names = [f"xrd.allow host {address}" for address in self.layout.addresses]
+        return [*names, f"xrd.allow host {self.layout.bridge.removesuffix('br')}-*"]
 
     def _start_xrootd_site(self, site: DiskSite) -> None:
         ports = self.ports()
@@ -132,9 +144,9 @@ class ServersMixin(TestbedPart):
     def _audiences(self, *port_keys: str) -> list[str]:
         """The audiences a door accepts: its URL's scheme and address (davs:// as https://), as WLCG tokens name
         a storage."""
-        ports, host = self.ports(), self.config.host
+        ports = self.ports()
         scheme = {"root": "root", "https": "https", "rest": "https"}
-        return [f"{scheme[key.rsplit('.', 1)[1]]}://{host}:{ports[key]}" for key in port_keys]
+        return [f"{scheme[key.rsplit('.', 1)[1]]}://{self.endpoint(key).host}:{ports[key]}" for key in port_keys]
 
     # --- the tape site ---------------------------------------------------------------------------------
 
@@ -155,7 +167,10 @@ class ServersMixin(TestbedPart):
             "--root",
             str(self.tape_dir),
             "--host",
-            self.config.host,
+            self.host_of("tape"),
+            # On the namespaced testbed the control port answers the host too (at the tape site's address).
+            "--control-host",
+            "127.0.0.1" if self.layout is None else "0.0.0.0",
             "--https-port",
             str(ports["tape.rest"]),
             "--control-port",
@@ -187,7 +202,7 @@ class ServersMixin(TestbedPart):
         ]
         if self.tokens_required:
             argv += ["--token-issuer", self.issuer_url, "--token-ca", str(self.pki.cert_dir)]
-        processes.start(argv, pidfile=self._pidfile("tape-rest"), logfile=self._log("tape-rest"), cwd=REPO)
+        self._start("tape-rest", argv, cwd=REPO)
 
     def _start_tape_xrootd(self) -> None:
         ports = self.ports()
@@ -264,7 +279,7 @@ http {{
     scgi_temp_path {base / "tmp"};
     client_max_body_size 0;
     server {{
-        listen 127.0.0.1:{port} ssl;
+        listen {self.host_of("webdav")}:{port} ssl;
         server_name localhost;
         ssl_certificate {self.pki.host_cert};
         ssl_certificate_key {self.pki.host_key};
@@ -285,7 +300,7 @@ http {{
             processes.chown_tree(base / "data", NGINX_USER)
             processes.chown_tree(base / "tmp", NGINX_USER)
         argv = ["nginx", "-p", str(base), "-c", str(conf), "-g", "daemon off;"]
-        processes.start(argv, pidfile=self._pidfile("webdav"), logfile=self.dir / "log" / "webdav.out")
+        self._start("webdav", argv, logfile=self.dir / "log" / "webdav.out")
 
     # --- the slowed origin and the proxy file cache (XCache) in front of it ----------------------------------
 
@@ -342,7 +357,7 @@ http {{
             *self._xrootd_common("xcache", ports["xcache.root"], tpc=False),  # a proxy: no TPC, no checksums
             "ofs.osslib libXrdPss.so",
             "pss.cachelib libXrdPfc.so",
-            f"pss.origin {self.config.host}:{ports['origin.root']}",
+            f"pss.origin {self.host_of('origin')}:{ports['origin.root']}",
             f"oss.localroot {self.cache_dir}",
             "pfc.ram 1g",  # XRootD 5.5 refuses less than 1g; it is an upper bound, not an allocation
             "pfc.blocksize 1M",
@@ -412,8 +427,8 @@ http {{
             "--port",
             str(port),
             "--bind",
-            self.config.host,
+            self.host_of(IPERF3_SERVERS[name][0]),
             "--logfile",
             str(self._log(process)),
         ]
-        processes.start(argv, pidfile=self._pidfile(process), logfile=self._log(process))
+        self._start(process, argv)

@@ -34,11 +34,13 @@ from .config import (
     EndpointStatus,
     TestbedConfig,
 )
+from .netns import NetworkLayout, network_down, network_up
+from .places import PlacesMixin
 from .servers import ServersMixin
 from .tokens import TokensMixin
 
 
-class Testbed(TokensMixin, ServersMixin):
+class Testbed(PlacesMixin, TokensMixin, ServersMixin):
     """The testbed's processes and endpoints, kept in `<directory>/state.json` between commands."""
 
     __test__ = False  # not a pytest test class, despite the name
@@ -79,12 +81,18 @@ class Testbed(TokensMixin, ServersMixin):
 
     def endpoints(self) -> list[Endpoint]:
         """Every URL of the testbed: each disk site's root:// and davs:// doors, the tape's two, the plain WebDAV
-        site, the slowed origin and its cache, and the iperf3 servers."""
-        host, ports = self.config.host, self.ports()
+        site, the slowed origin and its cache, and the iperf3 servers. On loopback every URL names 127.0.0.1; on the
+        namespaced testbed each names its site's own address."""
+        ports, layout = self.ports(), self.layout
+
+        def host_of(port_key: str) -> str:
+            key = IPERF3_SERVERS[port_key][0] if port_key in IPERF3_SERVERS else port_key.split(".", 1)[0]
+            return self.config.host if layout is None else layout.site(key).address
 
         def door(name: str, site: str, scheme: str, process: str, **kwargs: Any) -> Endpoint:
-            root = "//data" if scheme == "root" else "/data"
-            return Endpoint(name, site, f"{scheme}://{host}:{ports[name]}{root}", ports[name], process, **kwargs)
+            root, host = ("//data" if scheme == "root" else "/data"), host_of(name)
+            url = f"{scheme}://{host}:{ports[name]}{root}"
+            return Endpoint(name, site, url, ports[name], process, host=host, **kwargs)
 
         result: list[Endpoint] = []
         for site in DISK_SITES:
@@ -109,9 +117,10 @@ class Testbed(TokensMixin, ServersMixin):
         ]
         site_names = {site.key: site.name for site in DISK_SITES} | {"webdav": WEBDAV_SITE}
         for name, (site_key, process) in IPERF3_SERVERS.items():
+            host = host_of(name)
             url = f"iperf3://{host}:{ports[name]}"
             result.append(
-                Endpoint(name, site_names[site_key], url, ports[name], process, kind="network", implementation="iperf3")
+                Endpoint(name, site_names[site_key], url, ports[name], process, "network", "iperf3", host=host)
             )
         return result
 
@@ -134,7 +143,18 @@ class Testbed(TokensMixin, ServersMixin):
     def _process_names(self) -> list[str]:
         iperf3 = [process for _, process in IPERF3_SERVERS.values()]
         issuer = ["issuer"] if self.tokens_required else []
-        return [*issuer, *(site.key for site in DISK_SITES), "tape-rest", "tape", "webdav", *iperf3, "origin", "xcache"]
+        relay = ["relay"] if self.layout is not None else []
+        return [
+            *issuer,
+            *relay,
+            *(site.key for site in DISK_SITES),
+            "tape-rest",
+            "tape",
+            "webdav",
+            *iperf3,
+            "origin",
+            "xcache",
+        ]
 
     def running(self) -> dict[str, bool]:
         return {name: processes.read_pid(self._pidfile(name)) is not None for name in self._process_names()}
@@ -166,21 +186,40 @@ class Testbed(TokensMixin, ServersMixin):
             if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
                 raise RuntimeError(f"{tool} is not installed: run bin/portal (it installs the testbed's packages)")
         self.dir.mkdir(parents=True, exist_ok=True)
-        ensure_pki(self.pki.root)
+        layout, made = self.layout, False
+        if layout is not None:
+            if self.tokens_required:
+                raise RuntimeError("the namespaced testbed does not check tokens yet: TESTBED_TOKENS=off, or loopback")
+            if not any(self.running().values()):
+                network_up(layout)  # NamespacesUnavailable (a RuntimeError) says why not
+                made = True
         try:
-            started = self._start_missing()
-        except RuntimeError:
-            started = self._start_missing()
+            # The servers' certificate names every address a client may use: each site's own when namespaced.
+            ensure_pki(self.pki.root, addresses=layout.addresses if layout is not None else ())
+            try:
+                started = self._start_missing()
+            except RuntimeError:
+                started = self._start_missing()
+        except Exception:
+            if made:  # a start that failed leaves no namespace behind
+                self.down()
+                network_down(layout)  # type: ignore[arg-type]
+            raise
         self.write_sites_document()
         return started
 
     def _start_missing(self) -> list[str]:
         running = {name for name, alive in self.running().items() if alive}
         ports = self._assign_ports(running)
-        self.state_file.write_text(json.dumps({"ports": ports, "host": self.config.host}, indent=2))
+        layout = self.layout
+        state: dict[str, Any] = {"ports": ports, "host": self.config.host}
+        if layout is not None:
+            state |= {"network": layout.to_dict(), "relay_ports": list(self.config.relay_ports)}
+        self.state_file.write_text(json.dumps(state, indent=2))
         started: list[str] = []
         starters: dict[str, Callable[[], None]] = {
             **({"issuer": self._start_issuer} if self.tokens_required else {}),
+            **({"relay": self._start_relay} if layout is not None else {}),
             **{site.key: functools.partial(self._start_xrootd_site, site) for site in DISK_SITES},
             "tape-rest": self._start_tape_daemon,
             "tape": self._start_tape_xrootd,
@@ -194,12 +233,14 @@ class Testbed(TokensMixin, ServersMixin):
                 if name not in running:
                     start()
                     started.append(name)
-            waits = [(endpoint.name, endpoint.port, endpoint.process) for endpoint in self.endpoints()]
+            waits = [(e.name, e.host, e.port, e.process) for e in self.endpoints()]
             if self.tokens_required:
-                waits.insert(0, ("issuer", ports["issuer"], "issuer"))
-            for name, port, process in waits:
+                waits.insert(0, ("issuer", self.host_of(None), ports["issuer"], "issuer"))
+            if layout is not None:
+                waits += [("relay", layout.portal_address, port, "relay") for port in self.config.relay_ports]
+            for name, host, port, process in waits:
                 pid = processes.read_pid(self._pidfile(process))
-                if not processes.wait_for_port(port, pid=pid, timeout=20):
+                if not processes.wait_for_port(port, host=host, pid=pid, timeout=20):
                     raise RuntimeError(f"{name} did not start: see {self._log(process)}")
             time.sleep(0.3)  # a server that lost its port to another program exits: check that ours still run
             dead = [name for name in started if processes.read_pid(self._pidfile(name)) is None]
@@ -212,21 +253,41 @@ class Testbed(TokensMixin, ServersMixin):
         return started
 
     def down(self, only: Iterable[str] | None = None) -> list[str]:
-        """Stop the testbed's processes (or only those named). Returns the names of those that were running."""
+        """Stop the testbed's processes (or only those named). Returns the names of those that were running.
+
+        Stopping all of a namespaced testbed also stops its sites' workers and removes its namespaces, veth pairs,
+        bridge and their qdiscs (whatever still runs in a namespace is stopped with it), and forgets its layout: the
+        next `up` makes the network the configuration asks for."""
         names = [name for name in reversed(self._process_names()) if only is None or name in set(only)]
-        stopped = [name for name in names if processes.stop(self._pidfile(name))]
+        stopped = [*self._site_workers_stop()] if only is None else []
+        stopped += [name for name in names if processes.stop(self._pidfile(name))]
         if only is None:
             # Servers of this testbed whose PID files were lost (a killed launcher, a deleted run/ directory): their
             # command lines name files in its directory (with the slash: not those of var/testbed-faults beside it).
-            programs = {"xrootd", "nginx", "iperf3", "testbed.tape", "testbed.issuer", "unshare"}
+            programs = {
+                "xrootd",
+                "nginx",
+                "iperf3",
+                "testbed.tape",
+                "testbed.issuer",
+                "testbed.relay",
+                "unshare",
+                "celery",
+            }
             for pid in processes.pids_mentioning(f"{self.dir}/", programs):
                 processes.stop_pid(pid)
+            layout = self._saved_state().get("network")
+            if layout:
+                network_down(NetworkLayout.from_dict(layout))
+                state = self._saved_state()
+                state.pop("network", None)
+                self.state_file.write_text(json.dumps(state, indent=2))
         return stopped
 
     def status(self) -> list[EndpointStatus]:
         running = self.running()
         return [
-            EndpointStatus(endpoint, running[endpoint.process], processes.port_answers(endpoint.port))
+            EndpointStatus(endpoint, running[endpoint.process], processes.port_answers(endpoint.port, endpoint.host))
             for endpoint in self.endpoints()
         ]
 
@@ -276,7 +337,7 @@ class Testbed(TokensMixin, ServersMixin):
 
     def tape_rest_status(self) -> dict[str, Any]:
         """The tape daemon's own status (drives, queue) from its control port."""
-        url = f"http://127.0.0.1:{self.ports()['tape.control']}/status"
+        url = f"http://{self.host_of('tape')}:{self.ports()['tape.control']}/status"
         with urllib.request.urlopen(url, timeout=5) as response:
             result: dict[str, Any] = json.load(response)
             return result

@@ -73,7 +73,7 @@ class TokensMixin(TestbedPart):
             "--lifetime",
             str(self.config.token_lifetime),
         ]
-        processes.start(argv, pidfile=self._pidfile("issuer"), logfile=self._log("issuer"), cwd=REPO)
+        self._start("issuer", argv, cwd=REPO)
 
     # --- XRootD --------------------------------------------------------------------------------------------
 

@@ -22,7 +22,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, required=True, help="holds disk/ (the disk buffer) and tape/")
     parser.add_argument("--host", default="127.0.0.1", help="address of the HTTPS server and in its URLs")
     parser.add_argument("--https-port", type=int, required=True, help="port of the Tape REST API over HTTPS")
-    parser.add_argument("--control-port", type=int, required=True, help="plain HTTP port on 127.0.0.1")
+    parser.add_argument("--control-port", type=int, required=True, help="plain HTTP port on --control-host")
+    parser.add_argument(
+        "--control-host", default="127.0.0.1", help="address of the control port (the namespaced testbed: 0.0.0.0)"
+    )
     parser.add_argument("--cert", type=Path, required=True, help="host certificate (PEM)")
     parser.add_argument("--key", type=Path, required=True, help="host key (PEM)")
     parser.add_argument("--drives", type=int, default=1, help="number of tape drives")
@@ -64,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         (args.host, args.https_port), library, args.sitename, door, ssl_context=context, tokens=tokens
     )
     control = TapeHTTPServer(
-        ("127.0.0.1", args.control_port), library, args.sitename, f"http://127.0.0.1:{args.control_port}", internal=True
+        (args.control_host, args.control_port),
+        library,
+        args.sitename,
+        f"http://{args.control_host}:{args.control_port}",
+        internal=True,
     )
     stop = threading.Event()
 
@@ -83,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         thread.start()
     log(
         f"tape {args.sitename}: root={args.root} https://{args.host}:{args.https_port} "
-        f"control=http://127.0.0.1:{args.control_port} drives={args.drives} drive_rate={args.drive_rate:g}B/s "
+        f"control=http://{args.control_host}:{args.control_port} drives={args.drives} "
+        f"drive_rate={args.drive_rate:g}B/s "
         f"mount_time={args.mount_time:g}s stage_delay={args.stage_delay:g}s migration_delay={args.migration_delay} "
         f"evict={args.evict} max_request_files={args.max_request_files}"
     )

@@ -80,3 +80,13 @@ def test_network_probe_to_a_port_nobody_listens_on_fails_with_connection_refused
 def test_network_probe_refuses_nonsense_parameters() -> None:
     with pytest.raises(ValueError, match="streams"):
         network_probe("127.0.0.1", 5201, streams=0)
+
+
+def test_large_packets_lost_where_1500_byte_ones_reach_is_an_mtu_mismatch() -> None:
+    from measure.network import PathTrace, Tracepath, large_packet_warnings
+
+    lost = PathTrace(Tracepath(9000, None, False), small_packets_reached=True)
+    [warning] = large_packet_warnings("192.0.2.7", 9000, lost)
+    assert warning.startswith("MTU mismatch: packets of 9000 bytes") and "1500 bytes do" in warning
+    dead = PathTrace(Tracepath(9000, None, False), small_packets_reached=False)
+    assert large_packet_warnings("192.0.2.7", 9000, dead) == []  # nothing reaches it: a dead host, not the MTU

@@ -1,16 +1,22 @@
-"""`manage.py testbed up|down|status|env|reset`: the local grid testbed."""
+"""`manage.py testbed up|down|status|env|reset|exec|worker`: the local grid testbed."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import threading
 from typing import Any
+from urllib.parse import quote
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common import processes
 from testbed.grid import Testbed, TestbedConfig, remove_state
+from testbed.grid.config import NETWORKS
+from testbed.grid.netns import place_status
 
 
 class Command(BaseCommand):
@@ -19,18 +25,34 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "action",
-            choices=["up", "run", "down", "status", "env", "reset"],
+            choices=["up", "run", "down", "status", "env", "reset", "exec", "worker"],
             help="up: start what is not running; run: up, then stay in the foreground until "
             "stopped (for containers); down: stop all; status: every endpoint and whether "
             "it answers; env: shell exports for gfal2 clients; reset: down and delete the "
-            "testbed's data and certificates",
+            "testbed's data and certificates; exec SITE -- CMD: run CMD in the site's network namespace; "
+            "worker SITE: start (--stop: stop) a Celery worker for the site's queue in its namespace",
         )
+        parser.add_argument("site", nargs="?", help="exec and worker: the site (TB-T1-A, or its key t1a)")
+        parser.add_argument("command", nargs="*", help="exec: the command to run, after --")
         parser.add_argument("--json", action="store_true", help="status as JSON")
+        parser.add_argument(
+            "--network",
+            choices=NETWORKS,
+            help="up/run: loopback (every site on 127.0.0.1, the default) or namespaces (each site in a network "
+            "namespace of its own: its own address, MTU and link capacities; root only). Default: TESTBED_NETWORK",
+        )
+        parser.add_argument("--stop", action="store_true", help="worker: stop the site's worker")
+        parser.add_argument("--concurrency", type=int, default=4, help="worker: its threads (default 4)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        testbed = Testbed(TestbedConfig.from_settings())
+        config = TestbedConfig.from_settings()
+        if options.get("network"):
+            config.network = options["network"]
+        testbed = Testbed(config)
         action = options["action"]
-        if action in ("up", "run"):
+        if action in ("exec", "worker"):
+            self._in_site(testbed, action, options)
+        elif action in ("up", "run"):
             try:
                 started = testbed.up()
             except RuntimeError as exc:
@@ -48,12 +70,42 @@ class Command(BaseCommand):
             if not healthy:
                 raise CommandError("some testbed endpoints do not answer (start them with: manage.py testbed up)")
         elif action == "env":
-            for key, value in testbed.client_environment().items():
+            # TESTBED_PORTAL_ADDRESS: where the sites reach the host (the bridge's address; 127.0.0.1 on loopback).
+            network = {"TESTBED_PORTAL_ADDRESS": testbed.portal_address}
+            for key, value in {**testbed.client_environment(), **network}.items():
                 self.stdout.write(f"export {key}={value}")
         elif action == "reset":
             testbed.down()
             remove_state(testbed.config)
             self.stdout.write(f"testbed reset: removed {testbed.config.directory}")
+
+    def _in_site(self, testbed: Testbed, action: str, options: dict[str, Any]) -> None:
+        """exec SITE -- CMD (its exit status is the command's) and worker SITE [--stop]."""
+        site = options.get("site")
+        if not site:
+            raise CommandError(f"{action} needs a site: manage.py testbed {action} TB-T1-A ...")
+        try:
+            place = testbed.place_of(site)
+        except KeyError as exc:
+            raise CommandError(str(exc.args[0])) from exc
+        if action == "worker":
+            if options["stop"]:
+                stopped = testbed.site_worker_stop(place.name)
+                self.stdout.write(f"worker of {place.name}: {'stopped' if stopped else 'was not running'}")
+                return
+            pid = testbed.site_worker_start(
+                place.name, environment={**portal_urls(), **os.environ}, concurrency=options["concurrency"]
+            )
+            self.stdout.write(f"worker of {place.name} (queue site.{place.name}) in {place.namespace}: pid {pid}")
+            return
+        command = list(options.get("command") or [])
+        if command[:1] == ["--"]:
+            command = command[1:]
+        if not command:
+            raise CommandError("exec needs a command: manage.py testbed exec TB-T1-A -- ip addr")
+        completed = subprocess.run(testbed.site_argv(place.name, command), check=False)
+        if completed.returncode:
+            raise SystemExit(completed.returncode)
 
     def _wait_then_stop(self, testbed: Testbed, started: list[str]) -> None:
         """Stay up until SIGTERM/SIGINT, then stop what this command started."""
@@ -65,7 +117,10 @@ class Command(BaseCommand):
             if dead:
                 self.stderr.write(f"testbed processes exited: {', '.join(dead)}")
                 break
-        testbed.down(only=started)
+        if set(started) >= set(testbed.running()):
+            testbed.down()  # all of it was this command's: the namespaced testbed's network too
+        else:
+            testbed.down(only=started)
         self.stdout.write("testbed stopped")
 
     def _status(self, testbed: Testbed, *, as_json: bool) -> bool:
@@ -81,18 +136,67 @@ class Command(BaseCommand):
                 }
                 for row in rows
             ]
-            tokens = {"required": testbed.tokens_required}
+            tokens: dict[str, Any] = {"required": testbed.tokens_required}
             if testbed.tokens_required:
                 tokens["issuer"] = testbed.issuer_url
                 tokens["issuer_answers"] = processes.port_answers(testbed.ports()["issuer"])
-            self.stdout.write(json.dumps({"tokens": tokens, "endpoints": endpoints}, indent=2))
+            network = {
+                "network": testbed.network,
+                "portal_address": testbed.portal_address,
+                "sites": self._places(testbed),
+            }
+            self.stdout.write(json.dumps({"tokens": tokens, "network": network, "endpoints": endpoints}, indent=2))
         else:
             self.stdout.write(self._tokens_line(testbed))
+            self._network_status(testbed)
             for row in rows:
                 state = "up" if row.answers else ("running, not answering" if row.running else "down")
                 self.stdout.write(f"  {row.endpoint.site:<10} {row.endpoint.name:<13} {row.endpoint.url:<40} {state}")
             self._tape_status(testbed)
         return all(row.answers for row in rows)
+
+    def _places(self, testbed: Testbed) -> list[dict[str, Any]]:
+        """Each site's place as the kernel has it now (the namespaced testbed), with its worker's PID."""
+        layout = testbed.layout
+        if layout is None:
+            return []
+        workers = testbed.site_workers()
+        places = []
+        for place in layout.sites:
+            now = place_status(place)
+            addresses = {other.address: other.name for other in layout.sites}
+            places.append(
+                {
+                    "site": place.name,
+                    "namespace": place.namespace if now.exists else None,
+                    "address": now.address,
+                    "mtu": now.mtu,
+                    "capacities": [
+                        {"to": addresses.get(to, to), "bits_per_second": bits} for to, bits in now.shaped.items()
+                    ],
+                    "worker": workers.get(place.name),
+                }
+            )
+        return places
+
+    def _network_status(self, testbed: Testbed) -> None:
+        if testbed.layout is None:
+            self.stdout.write(
+                "  network: loopback (every site at 127.0.0.1, MTU 65536, no capacity between sites; "
+                "`testbed up --network namespaces` gives each site a place of its own, root only)"
+            )
+            return
+        self.stdout.write(
+            f"  network: namespaces on {testbed.layout.subnet}, the portal at {testbed.portal_address} "
+            f"(relayed ports {', '.join(map(str, testbed.relay_ports())) or 'none'})"
+        )
+        for place in self._places(testbed):
+            capacities = ", ".join(f"{c['bits_per_second'] / 1e9:g} Gb/s to {c['to']}" for c in place["capacities"])
+            where = (
+                f"{place['namespace']} {place['address']} MTU {place['mtu']}" if place["namespace"] else "no namespace"
+            )
+            worker = f", worker pid {place['worker']}" if place["worker"] else ""
+            self.stdout.write(f"    {place['site']:<10} {where}; {capacities or 'no capacity set'}{worker}")
 
     def _tokens_line(self, testbed: Testbed) -> str:
         if not testbed.tokens_required:
@@ -128,3 +232,19 @@ class Command(BaseCommand):
             f"{tape.get('migrated', 0)} files migrated, {tape.get('evicted', 0)} evicted, buffer "
             f"{tape.get('buffer_bytes_used', 0) / 1e6:g} MB, {tape.get('queue', 0)} files queued"
         )
+
+
+def portal_urls() -> dict[str, str]:
+    """The URLs of the portal's database and Redis as this process has them (from its settings, whether the
+    environment or their defaults named them), for a worker started inside a site."""
+    database = settings.DATABASES["default"]
+    credentials = quote(database["USER"], safe="") + (
+        f":{quote(database['PASSWORD'], safe='')}" if database.get("PASSWORD") else ""
+    )
+    url = f"postgres://{credentials}@{database['HOST']}:{database['PORT']}/{quote(database['NAME'], safe='')}"
+    return {
+        "DATABASE_URL": url,
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "CELERY_RESULT_BACKEND": settings.CELERY_RESULT_BACKEND,
+    }
