@@ -198,7 +198,7 @@ def run_probe(run_id: int) -> None:
     try:
         context = probe_context()
         run_credential_check(run, context)
-        probe = PROBES.get(run.kind)
+        probe = PROBES.get(run.kind) or _probe_of(run.kind)
         if probe is None:
             error = f"no probe for runs of kind {run.kind}"
         else:
@@ -215,6 +215,12 @@ def run_probe(run_id: int) -> None:
 PROBES: dict[str, Callable[[Run, ProbeContext, threading.Event], ProbeResult]] = {
     served: kind.run_probe for kind in kinds() if not kind.per_file for served in kind.serves
 }
+
+
+def _probe_of(activity_kind: str) -> Callable[[Run, ProbeContext, threading.Event], ProbeResult] | None:
+    """The probe of a one-task kind registered after this module was imported (runs.kinds.registry)."""
+    kind = kind_for(activity_kind)
+    return kind.run_probe if kind is not None and not kind.per_file else None
 
 
 @shared_task(

@@ -192,6 +192,13 @@ class ProbeKind(Generic[P]):
         """runs.tasks' entry: the probe of this run, with its parameters and grants."""
         return self.probe(self.parameters(run), context, self.grants(run), cancelled)
 
+    def counted(self, run: Run, outcome: FileOutcome) -> FileOutcome:
+        """A file's outcome as its record counts it (the portal's side of recording what the probe gave)."""
+        return outcome
+
+    def measurement_store(self, run: Run, *, experiment_id: int | None, summary: dict[str, Any]) -> None:
+        """Store what the probe measured besides its records (the portal's side; nothing by default)."""
+
     def rows(self, run: Run, summary: dict[str, Any], *, match: Any) -> list[dict[str, Any]]:
         """Its rows in a challenge's probe table (its own columns; the table adds run, activity, time, target).
         `match`: how a URL finds its site (sites.matching.site_matcher)."""

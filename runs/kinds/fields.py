@@ -72,11 +72,11 @@ def boolean(problems: Problems, parameters: dict[str, Any], name: str, default: 
     value = parameters.get(name, default)
     if not isinstance(value, bool):
         problems.add(name, f"{name} must be true or false, not {value!r}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def choice(problems: Problems, parameters: dict[str, Any], name: str, default: str, *, allowed: tuple[str, ...]) -> str:
     value = parameters.get(name, default)
     if value not in allowed:
         problems.add(name, f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-    return value  # type: ignore[no-any-return]
+    return value

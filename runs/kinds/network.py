@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import plotly.graph_objects as go
+from django.utils import timezone
 
 from challenges.choices import ActivityKind
 from common.units import is_whole_number
 from measure.context import ProbeContext
 from results.charts import one_value_bins
+from results.services import network_measurement_store
 
 from .base import Grants, ProbeResult, RunLink, RunParameters, SiteNaming
 from .endpoints import activity_site_names, activity_sites
@@ -181,6 +183,23 @@ class NetworkKind(OneTaskKind[NetworkParameters]):
         )
         error = "" if getattr(network, "ok", True) else f"network probe failed: {getattr(network, 'error', '')}"
         return [], network.to_dict(), error
+
+    def measurement_store(self, run: Run, *, experiment_id: int | None, summary: dict[str, Any]) -> None:
+        """Its throughput as its activity's network figure (results.targets), over the run's own span."""
+        rate = summary.get("rate")
+        if not isinstance(rate, int | float) or rate < 0:
+            return
+        now = timezone.now()
+        network_measurement_store(
+            run_id=run.pk,
+            activity_id=run.activity_id,
+            experiment_id=experiment_id,
+            host=str(summary.get("host") or ""),
+            port=summary.get("port") if isinstance(summary.get("port"), int) else None,
+            rate=float(rate),
+            start=run.started_at or now,
+            end=now,
+        )
 
     def rows(self, run: Run, summary: dict[str, Any], *, match: Any) -> list[dict[str, Any]]:
         result = network_results(summary)

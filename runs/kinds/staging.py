@@ -5,6 +5,7 @@ file, files per hour, the tape rate against the site's drives, and the mounts.""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -17,6 +18,7 @@ from django.db.models import Q
 
 from challenges.choices import ActivityKind
 from measure.context import ProbeContext
+from measure.outcomes import ONLINE_BEFORE, FileOutcome
 from sites.matching import site_for_url
 
 from ..choices import FileState
@@ -300,6 +302,14 @@ class StagingKind(OneTaskKind[StagingParameters]):
         known = mounts_before is not None and mounts_after is not None
         summary["mounts"] = mounts_after - mounts_before if known else None  # type: ignore[operator]
         return list(staging.files), summary, ""
+
+    def counted(self, run: Run, outcome: FileOutcome) -> FileOutcome:
+        """A recall's file that was online already was not brought online by the recall: it counts no bytes for
+        the A-DT targets (it stays a staged file on the run page and in the Tape Challenge table's "online
+        already")."""
+        if outcome.details.get("locality_before") in ONLINE_BEFORE:
+            return dataclasses.replace(outcome, bytes=0)
+        return outcome
 
     def rows(self, run: Run, summary: dict[str, Any], *, match: Any) -> list[dict[str, Any]]:
         result = staging_results(summary, tape_limit=staging_tape_limit(run, match))

@@ -255,7 +255,7 @@ def _copy_mode_of(given: dict[str, Any], activity: Activity | None, problems: Pr
     if copy_mode not in ("", *TRANSFER_MODES):
         problems.add("copy_mode", f"copy_mode must be one of {', '.join(TRANSFER_MODES)} or blank, not {copy_mode!r}")
         copy_mode = ""
-    return copy_mode  # type: ignore[no-any-return]
+    return copy_mode
 
 
 def _merged(
@@ -320,17 +320,20 @@ class TransferKind(ProbeKind[TransferParameters]):
         timeouts = copy_timeouts(
             problems, merged, largest=max((size for _, _, size in files), default=0), concurrency=concurrency or 0
         )
-        planned = {} if "files" in merged else {"file_size": file_size, "file_count": len(files)}
+        explicit = "files" in merged  # explicit pairs: no source, destinations, file size nor count
         parameters = TransferParameters(
             copy_mode=copy_mode,
             streams=streams,  # type: ignore[arg-type]
             concurrency=concurrency,  # type: ignore[arg-type]
             checksum=checksum,
             keep_copies=keep_copies,
-            source=None if "files" in merged else source_url,
-            destinations=None if "files" in merged else merged.get("destinations"),
-            **timeouts,
-            **planned,
+            timeout=timeouts["timeout"],
+            stall_timeout=timeouts["stall_timeout"],
+            first_byte_timeout=timeouts["first_byte_timeout"],
+            source=None if explicit else source_url,
+            destinations=None if explicit else merged.get("destinations"),
+            file_size=None if explicit else file_size,
+            file_count=None if explicit else len(files),
         )
         source_site = site_of_url(source_url, experiment) if source_url else None
         rounds = math.ceil(len(files) / concurrency) if files and concurrency else 1

@@ -63,7 +63,7 @@ def _base(run: Run, kind: ProbeKind[Any]) -> dict[str, Any]:
     # started_at stays a datetime: the page shows it to the second, the exports as ISO 8601 UTC (common.exports).
     return {
         "run": run.pk,
-        "activity": run.activity.name if run.activity_id else None,
+        "activity": run.activity.name if run.activity is not None else None,
         "started_at": run.started_at,
         "target": kind.target(kind.parameters(run)),
     }
