@@ -5,6 +5,7 @@ from a row (`stored`: rows written before a field existed read its default) and 
 
 from __future__ import annotations
 
+import functools
 import threading
 import types
 import typing
@@ -28,6 +29,12 @@ Grants = list[tuple[str, str]]
 ProbeResult = tuple[list[FileOutcome], dict[str, Any], str]
 # Fields of this metadata are left out of the run's JSON when None (the plan did not choose them).
 OMIT_NONE = {"omit_none": True}
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A parameters class's field types (resolved once per class: a run's parameters are read on every file)."""
+    return typing.get_type_hints(cls)
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -72,7 +79,7 @@ class RunParameters:
         for name in sorted(set(data) - set(known)):
             problems.add(name, f"unknown parameter {name!r} (known: {', '.join(known)})")
         values = cls.check(dict(data), problems)
-        hints = typing.get_type_hints(RunParameters)
+        hints = _hints(RunParameters)
         for name in ("queue", "site", "experiment", "trigger"):
             if name in data and not (_fits(data[name], hints[name]) or (data[name] is None and name != "queue")):
                 problems.add(name, f"{name} must be text, not {data[name]!r}")
@@ -86,7 +93,7 @@ class RunParameters:
         """The parameters a run's row holds, never raising: a name missing, None or of the wrong type reads as
         the field's default (a row from before the field, or made by hand); unknown names are ignored."""
         data = data if isinstance(data, Mapping) else {}
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         values = {
             item.name: data[item.name]
             for item in fields(cls)
