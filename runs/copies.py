@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from . import dispatch
 from .choices import RUN_ENDED, CopiesState, FileState
+from .kinds.registry import run_parameters
 from .models import Run, RunFile
 from .signals import run_copies_settled
 
@@ -34,13 +35,13 @@ def run_copies_settle(run: Run) -> None:
         return
     if RunFile.objects.filter(run=run, state=FileState.RUNNING).exists():
         return  # the last file to end settles it (runs.engine.files_record), or the reaper
-    if run.keeps_copies:
+    if run_parameters(run).keeps_copies:
         run.copies = CopiesState.KEPT
         run.copies_message = "kept (keep_copies): delete them with the run page's button or manage.py runs_cleanup"
     else:
         run.copies = CopiesState.DELETING
         run.copies_message = ""
-        queue = str(run.parameters.get("queue") or dispatch.DEFAULT_QUEUE)
+        queue = run_parameters(run).queue or dispatch.DEFAULT_QUEUE
         transaction.on_commit(lambda: dispatch.copies_delete_send(run.pk, queue))
     run.save(update_fields=["copies", "copies_message"])
     if run.copies == CopiesState.KEPT:
@@ -61,7 +62,7 @@ def run_copies_delete(run: Run, *, user: Any, system: bool = False) -> Run:
             )
         locked.copies, locked.copies_message = CopiesState.DELETING, ""
         locked.save(update_fields=["copies", "copies_message"])
-        queue = str(locked.parameters.get("queue") or dispatch.DEFAULT_QUEUE)
+        queue = run_parameters(locked).queue or dispatch.DEFAULT_QUEUE
         transaction.on_commit(lambda: dispatch.copies_delete_send(locked.pk, queue))
     return locked
 
@@ -116,7 +117,7 @@ def runs_copies_sweep(*, now: datetime, resend_all: bool = False) -> int:
     if not resend_all:
         stale = stale.filter(finished_at__lt=now - RESEND_CLEANUP_AFTER)
     for run in stale:
-        queue = str(run.parameters.get("queue") or dispatch.DEFAULT_QUEUE)
+        queue = run_parameters(run).queue or dispatch.DEFAULT_QUEUE
         transaction.on_commit(lambda r=run.pk, q=queue: dispatch.copies_delete_send(r, q))  # type: ignore[misc]
         sent += 1
     return sent

@@ -10,14 +10,25 @@ from typing import Any
 
 from django.conf import settings
 
-from challenges.choices import ActivityKind
 from measure.context import ProbeContext
 from measure.testfiles import DIRECTORY as TESTFILES_DIRECTORY
 from measure.tokens import TokenFile, TokenSource, client_credentials
 
-from .models import Run, RunFile
+from .kinds.base import Grants
+from .kinds.registry import kind_for
+from .kinds.transfer import copy_grants
+from .models import Run
 
-Grants = list[tuple[str, str]]
+__all__ = [
+    "Grants",
+    "copy_grants",
+    "delete_grants",
+    "run_credential_check",
+    "run_credential_store",
+    "run_grants",
+    "test_file_grants",
+    "token_source_from_settings",
+]
 
 
 def token_source_from_settings() -> TokenSource | None:
@@ -41,11 +52,6 @@ def token_source_from_settings() -> TokenSource | None:
     return None
 
 
-def copy_grants(source_url: str, destination_url: str, *, overwrite: bool = False) -> Grants:
-    """A copy reads its source and writes its destination (and replaces what is there when it overwrites)."""
-    return [(source_url, "read"), (destination_url, "overwrite" if overwrite else "write")]
-
-
 def test_file_grants(base_url: str) -> Grants:
     """Making a test file: uploaded under a temporary name, renamed into place, a stale one deleted."""
     return [(f"{base_url.rstrip('/')}/{TESTFILES_DIRECTORY}/", "overwrite")]
@@ -56,31 +62,10 @@ def delete_grants(urls: Iterable[str], directories: Iterable[str]) -> Grants:
 
 
 def run_grants(run: Run) -> Grants:
-    """Every grant the run's steps will ask for, so that its tokens are obtained (and an issuer's refusal seen)
-    before its first copy."""
-    parameters = run.parameters
-    if run.kind == ActivityKind.NETWORK:
-        return []
-    if run.kind == ActivityKind.STAGING:
-        return [(url, "stage") for url in parameters.get("urls", [])]
-    if run.kind == ActivityKind.CACHE:
-        origins = list(parameters.get("origin_urls", []))
-        return [(url, "read") for url in origins] + [(url, "read") for url in _cache_urls(run, origins)]
-    if run.kind == ActivityKind.IO:
-        return [(f"{str(parameters.get('endpoint', '')).rstrip('/')}/io-probe/", "overwrite")]
-    pairs = RunFile.objects.filter(run=run).values_list("source_url", "destination_url").distinct()
-    grants: dict[tuple[str, str], None] = {}
-    for source, destination in pairs:
-        for grant in copy_grants(source, destination):
-            grants[(grant[0].rsplit("/", 1)[0] + "/", grant[1])] = None
-    return list(grants)
-
-
-def _cache_urls(run: Run, origins: list[str]) -> list[str]:
-    from urllib.parse import urlsplit, urlunsplit
-
-    cache = urlsplit(str(run.parameters.get("cache_url", "")))
-    return [urlunsplit((cache.scheme, cache.netloc, urlsplit(url).path, "", "")) for url in origins]
+    """Every grant the run's steps will ask for (its kind's, runs.kinds), so that its tokens are obtained (and an
+    issuer's refusal seen) before its first copy."""
+    kind = kind_for(run.kind)
+    return kind.grants(run) if kind is not None else []
 
 
 def run_credential_store(run_id: int, detail: dict[str, Any]) -> None:

@@ -34,6 +34,8 @@ from . import dispatch
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import run_copies_settle
 from .ends import run_end
+from .kinds.registry import run_parameters
+from .kinds.transfer import TRANSFER
 from .limits import copy_task_limits
 from .models import Run, RunFile
 
@@ -44,7 +46,7 @@ def run_experiment_id(run: Run) -> int | None:
     """The experiment a run's records count for: its activity's, else the one an ad hoc run named."""
     if run.activity_id is not None:
         return run.activity.experiment_id  # type: ignore[union-attr]
-    name = run.parameters.get("experiment")
+    name = run_parameters(run).experiment
     return Experiment.objects.filter(name=name).values_list("pk", flat=True).first() if name else None
 
 
@@ -68,7 +70,8 @@ def run_top_up(run: Run) -> None:
     every file has ended."""
     if run.state not in (RunState.QUEUED, RunState.RUNNING):
         return
-    concurrency = int(run.parameters.get("concurrency") or 1)
+    parameters = TRANSFER.parameters(run)
+    concurrency = parameters.concurrency or 1
     files = RunFile.objects.filter(run=run)
     in_flight = files.filter(Q(state=FileState.RUNNING) | (Q(state=FileState.QUEUED) & ~Q(task_id=""))).count()
     free = concurrency - in_flight
@@ -84,7 +87,7 @@ def run_top_up(run: Run) -> None:
             file.task_id = str(uuid.uuid4())
             file.dispatched_at = now
         RunFile.objects.bulk_update(claimed, ["attempt", "task_id", "dispatched_at"])
-        limits = copy_task_limits(run.parameters)
+        limits = copy_task_limits(parameters)
         for file in claimed:
             transaction.on_commit(
                 lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue, limits=limits)  # type: ignore[misc]
@@ -145,7 +148,8 @@ def run_space_problem(run: Run, *, free_space: Callable[[str], int | None]) -> s
     for destination, size in RunFile.objects.filter(run=run).values_list("destination_url", "size"):
         base = destination.split("/portal-runs/")[0]
         needs[base] = needs.get(base, 0) + size
-    source, size = run.parameters.get("source"), int(run.parameters.get("file_size") or 0)
+    parameters = TRANSFER.parameters(run)
+    source, size = parameters.source, parameters.file_size or 0
     if source and size:
         needs[source] = needs.get(source, 0) + size
     for base, need in needs.items():
@@ -179,12 +183,13 @@ def run_prepare(
         except Exception as exc:  # measure.tokens.TokenError: the issuer unreachable or refusing the client
             error = f"no token for the run's storage: {exc}"
     error = error or run_space_problem(run, free_space=free_space)
-    size = int(run.parameters.get("file_size") or 0)
-    if not error and run.parameters.get("source") and size:
+    parameters = TRANSFER.parameters(run)
+    size = parameters.file_size or 0
+    if not error and parameters.source and size:
         try:
-            ensure_test_file(run.parameters["source"], size)
+            ensure_test_file(parameters.source, size)
         except Exception as exc:  # gfal2.GError and friends: the run fails with the reason
-            error = f"could not create the test file at {run.parameters['source']}: {getattr(exc, 'message', exc)}"
+            error = f"could not create the test file at {parameters.source}: {getattr(exc, 'message', exc)}"
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.state != RunState.QUEUED:
@@ -245,7 +250,7 @@ def file_finish(file_id: int, attempt: int, task_id: str, outcome: FileOutcome) 
             return False
         if outcome.details.get("cause") == STALLED and file.attempt < MAX_ATTEMPTS and run.state not in RUN_ENDED:
             # A try stopped by its stall guard is a failed transfer (its record says so); the file gets another.
-            concurrency = int(run.parameters.get("concurrency") or 1)
+            concurrency = TRANSFER.parameters(run).concurrency or 1
             records_store(records=[file_record_new(file, outcome, RecordState.FAILED, concurrency)])
             file_requeue(file, message=outcome.error)
             file.save(update_fields=["state", "task_id", "error", "destination_url", "recorded"])
@@ -306,7 +311,7 @@ def files_record(file_ids: Sequence[int]) -> int:
                 mode=file.mode,
             )
             state = RECORD_STATES.get(FileState(file.state), RecordState.CANCELLED)
-            concurrency = int(file.run.parameters.get("concurrency") or 1)
+            concurrency = TRANSFER.parameters(file.run).concurrency or 1
             records_store(records=[file_record_new(file, outcome, state, concurrency)])
             file.recorded = True
             file.save(update_fields=["recorded"])

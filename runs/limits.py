@@ -8,11 +8,13 @@ clocks alone (Celery cannot stop a thread)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
-from .parameters import DEFAULT_TIMEOUT
+from .kinds.transfer import DEFAULT_TIMEOUT, TransferParameters, transfer_parameters
 
 # Between soft and hard: what a task does with SoftTimeLimitExceeded (a failed try recorded, a probe's partial
 # result stored) takes seconds.
@@ -35,10 +37,10 @@ TICK_SOFT_LIMIT = 60
 TICK_LIMIT = TICK_SOFT_LIMIT + 15
 
 
-def copy_task_limits(parameters: dict[str, object]) -> tuple[int, int]:
-    """(soft, hard) seconds for one try of one file of a run with these parameters: its copy's timeout and a
-    grace."""
-    timeout = int(parameters.get("timeout") or DEFAULT_TIMEOUT)  # type: ignore[call-overload]
+def copy_task_limits(parameters: Mapping[str, Any] | TransferParameters) -> tuple[int, int]:
+    """(soft, hard) seconds for one try of one file of a run with these parameters (typed, or a run's JSON): its
+    copy's timeout and a grace."""
+    timeout = transfer_parameters(parameters).timeout or DEFAULT_TIMEOUT
     soft = timeout + COPY_GRACE
     return soft, soft + HARD_AFTER_SOFT
 

@@ -69,12 +69,6 @@ class Run(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk} ({self.kind}, {self.state})"
 
-    @property
-    def keeps_copies(self) -> bool:
-        """Its destination copies stay when it ends (parameter keep_copies; tape writes keep theirs by default:
-        the recalls read them)."""
-        return bool((self.parameters or {}).get("keep_copies"))
-
 
 class RunFile(models.Model):
     """One file of a transfer run. It is in flight from the moment a task is sent for it (`task_id` set, still

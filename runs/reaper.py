@@ -10,6 +10,7 @@ whose message was lost (a broker restarted without its data), and sees that ende
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,9 +29,10 @@ from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import runs_copies_sweep
 from .ends import run_end
 from .engine import MAX_ATTEMPTS, file_record_new, file_requeue, files_record, run_top_up
+from .kinds.registry import per_file, run_parameters
+from .kinds.transfer import DEFAULT_TIMEOUT, TRANSFER, TransferParameters, transfer_parameters
 from .limits import copy_task_limits, prepare_task_limits
 from .models import Run, RunFile
-from .parameters import DEFAULT_TIMEOUT, TRANSFER_KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -91,12 +93,12 @@ def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: t
         return
     if run.state == RunState.QUEUED:
         if run.created_at < now - resend_after:
-            queue = str(run.parameters.get("queue", dispatch.DEFAULT_QUEUE))
+            queue = run_parameters(run).queue or dispatch.DEFAULT_QUEUE
             limits = prepare_task_limits(run.deadline, now=now)
             transaction.on_commit(lambda: dispatch.prepare_send(run.pk, queue, limits=limits))
             summary.tasks_resent += 1
         return
-    if run.kind not in TRANSFER_KINDS:
+    if not per_file(run.kind):
         # A one-task probe: judged by its own heartbeat (and its deadline, above), never by files.
         last = run.heartbeat or run.started_at or run.created_at
         if last < now - lost_after:
@@ -110,7 +112,7 @@ def _run_reap(run: Run, *, now: datetime, lost_after: timedelta, resend_after: t
     unsent = RunFile.objects.filter(run=run, state=FileState.QUEUED, dispatched_at__lt=now - resend_after).exclude(
         task_id=""
     )
-    limits = copy_task_limits(run.parameters)
+    limits = copy_task_limits(TRANSFER.parameters(run))
     for file in unsent:
         transaction.on_commit(
             lambda f=file: dispatch.file_send(f.pk, f.attempt, f.task_id, f.queue, limits=limits)  # type: ignore[misc]
@@ -150,7 +152,7 @@ def lost_try_end(
         file,
         FileOutcome(file.source_url, file.destination_url, 0, *_lost_span(file, now), False, message),
         RecordState.CANCELLED if cancelled else RecordState.FAILED,
-        int(file.run.parameters.get("concurrency") or 1),
+        TRANSFER.parameters(file.run).concurrency or 1,
     )
     if again:
         file_requeue(file, message=message)
@@ -161,11 +163,11 @@ def lost_try_end(
     return record
 
 
-def copy_deadline_seconds(parameters: dict[str, Any]) -> float:
+def copy_deadline_seconds(parameters: Mapping[str, Any] | TransferParameters) -> float:
     """How long a copy of a run with these parameters may run before it is taken for hung: its gfal2 timeout and a
     grace. Past it the worker stops the copy's heartbeat (gfal2 cannot always stop a hung XRootD copy) and the
     reaper ends the try."""
-    return float(parameters.get("timeout") or DEFAULT_TIMEOUT) + HUNG_GRACE
+    return float(transfer_parameters(parameters).timeout or DEFAULT_TIMEOUT) + HUNG_GRACE
 
 
 def _lost_span(file: RunFile, now: datetime) -> tuple[datetime, datetime]:
@@ -176,10 +178,11 @@ def _lost_span(file: RunFile, now: datetime) -> tuple[datetime, datetime]:
 
 
 def _lost_message(file: RunFile, now: datetime) -> str:
-    if file.start and (now - file.start).total_seconds() > copy_deadline_seconds(file.run.parameters):
+    parameters = TRANSFER.parameters(file.run)
+    if file.start and (now - file.start).total_seconds() > copy_deadline_seconds(parameters):
         return (
             f"timed out: try {file.attempt} was still running {int((now - file.start).total_seconds())} s after it "
-            f"started, past its {int(file.run.parameters.get('timeout') or DEFAULT_TIMEOUT)} s timeout (a hung copy)"
+            f"started, past its {parameters.timeout or DEFAULT_TIMEOUT} s timeout (a hung copy)"
         )
     return f"worker lost: {file.worker or 'its worker'} stopped answering during try {file.attempt}"
 

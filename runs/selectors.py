@@ -10,8 +10,6 @@ from urllib.parse import urlsplit
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
-from challenges.choices import ActivityKind
-from common.units import size_text
 from results.choices import RecordState
 from results.models import TransferRecord
 from sites.matching import site_matcher
@@ -19,12 +17,11 @@ from sites.models import NetworkHost
 
 from .choices import RUN_ENDED, FileState, RunState
 from .estimates import FileSnapshot, TransferEstimate, transfer_estimate
+from .kinds.registry import kind_for, per_file
+from .kinds.transfer import TRANSFER
 from .models import Run, RunFile
-from .parameters import TRANSFER_KINDS
 
 RATE_WINDOW = 60.0  # seconds: the aggregate rate of run_progress
-# A network probe runs tracepath after iperf3: about this long on the paths the portal measures.
-TRACEPATH_SECONDS = 5.0
 
 
 @dataclass
@@ -41,27 +38,10 @@ class ProbeProgress:
 
 def _probe_what(run: Run) -> tuple[str, float | None]:
     """A probe's task in words (a sentence; iperf3 keeps its lower case), and how long it should take (None: the
-    probe decides, as a recall does)."""
-    parameters = run.parameters if isinstance(run.parameters, dict) else {}
-    if run.kind == ActivityKind.NETWORK:
-        port = f":{parameters['port']}" if parameters.get("port") else ""
-        duration = float(parameters.get("duration") or 10)
-        streams = parameters.get("streams") or 1
-        direction = " (reverse)" if parameters.get("reverse") else ""
-        return (
-            f"iperf3 to {parameters.get('host')}{port}{direction}, {streams} stream{'s' if streams != 1 else ''} for "
-            f"{duration:g} s, then tracepath (path MTU)",
-            duration + TRACEPATH_SECONDS,
-        )
-    if run.kind == ActivityKind.STAGING:
-        urls = parameters.get("urls") or []
-        return f"Recalling {len(urls)} file{'s' if len(urls) != 1 else ''} from tape", None
-    if run.kind == ActivityKind.CACHE:
-        origins = parameters.get("origin_urls") or []
-        return f"Reading {len(origins)} file{'s' if len(origins) != 1 else ''} direct and through the cache", None
-    if run.kind == ActivityKind.IO:
-        return f"Writing then reading a {size_text(parameters.get('file_size'))} file", None
-    return run.get_kind_display(), None
+    probe decides, as a recall does): its kind's description."""
+    kind = kind_for(run.kind)
+    described = kind.describe(kind.parameters(run)) if kind is not None else None
+    return described or (run.get_kind_display(), None)
 
 
 def probe_progress(run: Run, *, now: datetime) -> ProbeProgress:
@@ -72,8 +52,8 @@ def probe_progress(run: Run, *, now: datetime) -> ProbeProgress:
     phase = "waiting for a worker" if run.state == RunState.QUEUED else ""
     if run.state == RunState.RUNNING:
         phase = "running"
-        if run.kind == ActivityKind.NETWORK and elapsed is not None and expected is not None:
-            phase = "iperf3" if elapsed < expected - TRACEPATH_SECONDS else "tracepath"
+        kind = kind_for(run.kind)
+        phase = kind.phase(elapsed=elapsed, expected=expected) if kind is not None else phase
     beat = (now - run.heartbeat).total_seconds() if run.heartbeat and run.state == RunState.RUNNING else None
     return ProbeProgress(
         what=what, phase=phase, elapsed_seconds=elapsed, expected_seconds=expected, heartbeat_seconds=beat
@@ -144,14 +124,13 @@ def _transfer_estimate_of(run: Run, counts: dict[str, Any], *, now: datetime) ->
     ).values_list("state", "start", "end", "bytes", "size", "progress_bytes", "progress_at")
     # The window opens when the first copy started: the run's preparation (its test file) moves nothing.
     began = counts["first_start"] or run.started_at
-    parameters = run.parameters if isinstance(run.parameters, dict) else {}
     estimate = transfer_estimate(
         files=[FileSnapshot(*row) for row in rows],
         now=now,
         window_start=max(floor, began) if began else None,
         queued=counts["queued"],
         queued_bytes=counts["queued_bytes"] or 0,
-        slots=int(parameters.get("concurrency") or 0),
+        slots=TRANSFER.parameters(run).concurrency or 0,
     )
     if run.state in RUN_ENDED:
         return TransferEstimate(estimate.rate, estimate.bytes_reported, estimate.bytes_estimated, None)
@@ -164,7 +143,7 @@ def run_progress(run: Run, *, now: datetime | None = None) -> RunProgress:
     now = now or timezone.now()
     counts = _file_counts(run)
     probe = None
-    if run.kind in TRANSFER_KINDS:
+    if per_file(run.kind):
         estimate = _transfer_estimate_of(run, counts, now=now)
     else:
         probe = probe_progress(run, now=now)

@@ -18,9 +18,10 @@ from sites.roles import user_may
 from . import dispatch
 from .choices import CopiesState, RunState
 from .ends import run_end
+from .kinds.registry import runnable_kinds
 from .limits import prepare_task_limits
 from .models import Run, RunFile
-from .parameters import KIND_PARAMETERS, run_plan
+from .parameters import run_plan
 
 
 def _may_start(*, user: Any, activity: Activity | None) -> bool:
@@ -53,9 +54,9 @@ def run_start(
     kind = kind or (activity.kind if activity else "")
     if activity is not None and kind != activity.kind:
         raise ValidationError({"kind": [f"the activity is a {activity.kind} activity, not {kind}"]})
-    if kind not in KIND_PARAMETERS:
+    if kind not in runnable_kinds():
         raise ValidationError(
-            {"kind": [f"runs of kind {kind!r} are not supported (known: {', '.join(KIND_PARAMETERS)})"]}
+            {"kind": [f"runs of kind {kind!r} are not supported (known: {', '.join(runnable_kinds())})"]}
         )
     given = dict(parameters or {})
     plan = run_plan(kind, activity, given)

@@ -15,14 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from challenges.choices import ActivityKind
 from common.locks import advisory_lock
 from measure.context import ProbeContext
 from measure.outcomes import FileOutcome, utcnow
@@ -34,11 +32,13 @@ from .credentials import (
     copy_grants,
     delete_grants,
     run_credential_check,
-    run_grants,
     test_file_grants,
     token_source_from_settings,
 )
 from .dispatch import COPIES_DELETE_TASK, PREPARE_TASK, TRANSFER_TASK
+from .kinds.base import ProbeResult
+from .kinds.registry import kind_for, kinds
+from .kinds.transfer import TRANSFER
 from .limits import (
     COPIES_DELETE_LIMIT,
     COPIES_DELETE_SOFT_LIMIT,
@@ -48,7 +48,6 @@ from .limits import (
     TICK_SOFT_LIMIT,
 )
 from .models import Run
-from .parameters import TRANSFER_KINDS, stall_timeout
 from .probes.runs import run_probe_begin, run_probe_store
 from .watcher import watcher
 
@@ -91,10 +90,11 @@ def run_prepare(self: Any, run_id: int) -> None:
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return
-    if run.kind in TRANSFER_KINDS:
+    kind = kind_for(run.kind)
+    if kind is not None and kind.per_file:
         from measure.testfiles import test_file
 
-        checksum = str(run.parameters.get("checksum") or "ADLER32")
+        checksum = TRANSFER.parameters(run).checksum or "ADLER32"
 
         def ensure_test_file(base: str, size: int) -> str:
             # One maker of a test file at a time, on every worker: the others wait, then find it made.
@@ -131,7 +131,7 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     if file is None:
         logger.info("file %s try %s: stale message, dropped", file_id, attempt)
         return
-    parameters = file.run.parameters
+    parameters = TRANSFER.parameters(file.run)
     cancelled = threading.Event()
     try:
         ctx = gfal2_context(copy_grants(file.source_url, file.destination_url))
@@ -147,18 +147,13 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
                 ctx,
                 file.source_url,
                 file.destination_url,
-                mode=parameters.get("copy_mode") or None,
-                streams=int(parameters.get("streams") or 1),
-                timeout=int(parameters.get("timeout") or 300),
-                checksum=str(parameters.get("checksum") or "ADLER32"),
+                **parameters.copy_options(),
                 cancel=cancelled,
                 progress=functools.partial(watcher.report, file.pk),
-                stall_timeout=stall_timeout(parameters),
-                first_byte_timeout=int(parameters.get("first_byte_timeout") or 0),
                 peers=stall_peers,
                 # A copy finished on a look at its destination leaves its call to gfal2, which deletes the destination
                 # when that call expires (measured: 30 min later, XrdCl's request timeout): not for copies a run keeps.
-                size=0 if file.run.keeps_copies else file.size,
+                size=0 if parameters.keeps_copies else file.size,
             )
         except SoftTimeLimitExceeded:  # a copy gfal2 did not stop: the try fails (a stale finish is dropped)
             now = utcnow()
@@ -189,8 +184,9 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
 
 
 def run_probe(run_id: int) -> None:
-    """Run a staging, network, cache or io probe as one task; its files become records, its summary the run's.
-    Its tokens (where the deployment uses them) are obtained first: an issuer that cannot give them fails it."""
+    """Run a one-task probe (staging, network, cache, io: its kind's, PROBES); its files become records, its
+    summary the run's. Its tokens (where the deployment uses them) are obtained first: an issuer that cannot give
+    them fails it."""
     run = run_probe_begin(run_id)
     if run is None:
         return
@@ -202,7 +198,7 @@ def run_probe(run_id: int) -> None:
     try:
         context = probe_context()
         run_credential_check(run, context)
-        probe = PROBES.get(run.kind)
+        probe = PROBES.get(run.kind) or _probe_of(run.kind)
         if probe is None:
             error = f"no probe for runs of kind {run.kind}"
         else:
@@ -215,79 +211,16 @@ def run_probe(run_id: int) -> None:
     run_probe_store(run_id, outcomes, summary, error)
 
 
-ProbeResult = tuple[list[FileOutcome], dict[str, Any], str]
-
-
-def _staging_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from measure.staging import stage_files
-
-    parameters = run.parameters
-    urls = list(parameters["urls"])
-    mounts_before = context.tape_mounts(urls[0])
-    staging = stage_files(
-        context.gfal2_context(run_grants(run)),
-        urls,
-        bulk_size=parameters["bulk_size"],
-        pin_time=parameters["pin_time"],
-        timeout=parameters["timeout"],
-        poll_interval=parameters["poll_interval"],
-        cancel=cancelled,
-    )
-    mounts_after = context.tape_mounts(urls[0])
-    summary = staging.to_dict()
-    # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
-    summary["mounts"] = mounts_after - mounts_before if mounts_before is not None and mounts_after is not None else None
-    return list(staging.files), summary, ""
-
-
-def _network_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from measure.network import network_probe
-
-    parameters = run.parameters
-    network = network_probe(
-        parameters["host"],
-        parameters["port"],
-        streams=parameters["streams"],
-        duration=parameters["duration"],
-        reverse=parameters["reverse"],
-        cancel=cancelled,
-    )
-    error = "" if getattr(network, "ok", True) else f"network probe failed: {getattr(network, 'error', '')}"
-    return [], network.to_dict(), error
-
-
-def _cache_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from measure.cache import cache_study
-
-    cache_url = run.parameters["cache_url"]
-    cache_result = cache_study(
-        context.gfal2_context(run_grants(run)),
-        list(run.parameters["origin_urls"]),
-        cache_url_of=_cache_url_of(cache_url),
-        flush=functools.partial(context.cache_flush, cache_url),
-    )
-    return list(cache_result.files), cache_result.to_dict(), ""
-
-
-def _io_probe(run: Run, context: ProbeContext, cancelled: threading.Event) -> ProbeResult:
-    from measure.io import io_probe
-
-    parameters = run.parameters
-    io_result = io_probe(
-        context.gfal2_context(run_grants(run)),
-        parameters["endpoint"],
-        parameters["file_size"],
-        timeout=parameters["timeout"],
-    )
-    return list(io_result.files), io_result.to_dict(), ""
-
-
+# The probe of each one-task kind (runs.kinds: its `run_probe`, which calls its measure/ code).
 PROBES: dict[str, Callable[[Run, ProbeContext, threading.Event], ProbeResult]] = {
-    ActivityKind.STAGING: _staging_probe,
-    ActivityKind.NETWORK: _network_probe,
-    ActivityKind.CACHE: _cache_probe,
-    ActivityKind.IO: _io_probe,
+    served: kind.run_probe for kind in kinds() if not kind.per_file for served in kind.serves
 }
+
+
+def _probe_of(activity_kind: str) -> Callable[[Run, ProbeContext, threading.Event], ProbeResult] | None:
+    """The probe of a one-task kind registered after this module was imported (runs.kinds.registry)."""
+    kind = kind_for(activity_kind)
+    return kind.run_probe if kind is not None and not kind.per_file else None
 
 
 @shared_task(
@@ -314,17 +247,6 @@ def run_copies_delete(run_id: int) -> None:
         run_copies_deleted(run_id, deleted=0, errors=[error])
         return
     run_copies_deleted(run_id, deleted=result.deleted, errors=result.errors)
-
-
-def _cache_url_of(cache_url: str) -> Any:
-    """origin URL -> the same path through the cache endpoint."""
-    cache = urlsplit(cache_url)
-
-    def cache_url_of(origin_url: str) -> str:
-        origin = urlsplit(origin_url)
-        return urlunsplit((cache.scheme, cache.netloc, origin.path, origin.query, ""))
-
-    return cache_url_of
 
 
 @shared_task(name="runs.runs_reap", ignore_result=True, soft_time_limit=TICK_SOFT_LIMIT, time_limit=TICK_LIMIT)

@@ -3,7 +3,6 @@ of an activity (coordinators, with ad hoc overrides) and Cancel. The work is don
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -20,7 +19,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from challenges.choices import ActivityKind
 from challenges.models import Activity, Challenge
 from challenges.selectors import challenge_for
 from challenges.views import PLOTLY_VERSION, read_access
@@ -35,8 +33,10 @@ from sites.views import action_required
 from . import selectors
 from .choices import RUN_ENDED, CopiesState, FileState, RunState
 from .copies import run_copies_delete as copies_delete_service
+from .kinds.base import RunLink
+from .kinds.registry import kind_for, per_file, run_parameters
+from .kinds.transfer import TRANSFER_MODES
 from .models import Run, RunFile
-from .parameters import TRANSFER_KINDS, TRANSFER_MODES
 from .probes.results import probe_results
 from .probes.tables import probe_figures
 from .selectors import SiteNames, run_figures, runs_with_figures
@@ -107,7 +107,7 @@ def _results_context(run: Run) -> dict[str, Any]:
         "probe": probe,
         "probe_figures": probe_figures(probe),
         "plotly_version": PLOTLY_VERSION,
-        "matrix": link_matrix(TransferRecord.objects.filter(run=run)) if run.kind in TRANSFER_KINDS else [],
+        "matrix": link_matrix(TransferRecord.objects.filter(run=run)) if per_file(run.kind) else [],
     }
 
 
@@ -127,7 +127,7 @@ def records_query(run: Run) -> dict[str, str] | None:
     if run.activity is None:
         return None
     query = {"run": str(run.pk), "experiment": run.activity.experiment.name}
-    site = run.parameters.get("site") if isinstance(run.parameters, dict) else None
+    site = run_parameters(run).site
     if site:
         query["source"] = str(site)
     return query
@@ -146,7 +146,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_run": user_may(user=request.user, action="start"),
             "records": records,
             "records_query": urlencode(records) if records else None,
-            "recalls": [pk for pk in (run.parameters or {}).get("recalls_runs", []) if isinstance(pk, int)],
+            "recalls": run_parameters(run).recalled_runs(),
             "parameters": [(name, parameter_text(value)) for name, value in sorted(run.parameters.items())]
             if isinstance(run.parameters, dict)
             else [],
@@ -223,42 +223,14 @@ RUN_COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
-class RunLink:
-    """Where a run moved data, by site name ("TB-T0 -> TB-T1-A, TB-T1-B"), and the URLs or host behind the names
-    (the list shows them on hover, the exports in a column of their own)."""
-
-    names: str
-    urls: str
-
-
-def _joined(values: list[str]) -> str:
-    return ", ".join(dict.fromkeys(values))  # each once, in order
-
-
 def run_link(run: Run, *, sites: SiteNames) -> RunLink:
     """A run's link by site name: a transfer's source and destinations, a probe's worker site and what it measured
-    (an iperf3 host, an io endpoint, a cache, a tape)."""
-    parameters = run.parameters if isinstance(run.parameters, dict) else {}
-    source = str(parameters.get("source") or "")
-    site = str(parameters.get("site") or (sites.of_url(source) if source else ""))
-    if parameters.get("destinations"):
-        destinations = [str(url) for url in parameters["destinations"]]
-        names = f"{site} -> {_joined([sites.of_url(url) for url in destinations])}"
-        return RunLink(names, f"{source} -> {', '.join(destinations)}")
-    if parameters.get("host"):
-        host, port = str(parameters["host"]), parameters.get("port")
-        measured = sites.of_host(host, port)
-        return RunLink(f"{site} -> {measured}" if site and site != measured else measured, f"iperf3 {host}:{port}")
-    for name in ("endpoint", "cache_url"):
-        if parameters.get(name):
-            return RunLink(sites.of_url(str(parameters[name])), str(parameters[name]))
-    urls = [str(url) for url in parameters.get("urls") or []]
-    if urls:
-        where = urls[0].rsplit("/", 1)[0]
-        files = f"{len(urls)} file{'s' if len(urls) != 1 else ''}"
-        return RunLink(_joined([sites.of_url(url) for url in urls]), f"{files} under {where}/")
-    return RunLink(site, source)
+    (an iperf3 host, an io endpoint, a cache, a tape): its kind's (runs.kinds), with the URLs or host behind the
+    names (the list shows them on hover, the exports in a column of their own)."""
+    kind = kind_for(run.kind)
+    if kind is None:
+        return RunLink(run_parameters(run).site or "", "")
+    return kind.link(kind.parameters(run), sites)
 
 
 def parameters_text(parameters: Any) -> str:
@@ -270,7 +242,6 @@ def parameters_text(parameters: Any) -> str:
 
 def run_row(run: Run, *, sites: SiteNames) -> dict[str, Any]:
     """One run as the list and its exports give it (figures from runs_with_figures: bytes, B/s, seconds)."""
-    parameters = run.parameters if isinstance(run.parameters, dict) else {}
     link = run_link(run, sites=sites)
     return {
         "id": run.pk,
@@ -279,16 +250,13 @@ def run_row(run: Run, *, sites: SiteNames) -> dict[str, Any]:
         "state": run.get_state_display(),
         "link": link.names,
         "link_urls": link.urls,
-        "mode": parameters.get("copy_mode") or None,
-        "concurrency": parameters.get("concurrency"),
-        "file_count": parameters.get("file_count"),
-        "file_size": parameters.get("file_size"),
+        **run_parameters(run).list_columns(),
         **run_figures(run),
         "created_by": run.created_by.get_username() if run.created_by else None,
         "created_at": run.created_at,
         "started_at": run.started_at,
         "finished_at": run.finished_at,
-        "parameters": parameters_text(parameters),
+        "parameters": parameters_text(run.parameters),
         "message": run.message,
     }
 
@@ -339,10 +307,10 @@ class RunForm(forms.Form):
 
     def __init__(self, *args: Any, activity: Activity, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if activity.kind not in TRANSFER_KINDS:  # a probe takes its own parameters from the plan
-            keep = {"file_size"} if activity.kind == ActivityKind.IO else set()
-            for name in set(self.fields) - keep:
-                del self.fields[name]
+        kind = kind_for(activity.kind)
+        keep = kind.given if kind is not None else frozenset()  # a probe takes the rest from the plan
+        for name in set(self.fields) - keep:
+            del self.fields[name]
         for name in self.fields:
             value = getattr(activity, name)
             if value not in (None, ""):

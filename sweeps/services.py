@@ -26,6 +26,7 @@ from django.utils import timezone
 from challenges.models import Activity
 from common.problems import problems_raise
 from runs.choices import RUN_ENDED, CopiesState
+from runs.kinds.registry import run_parameters
 from runs.models import Run
 from runs.services import run_cancel, run_start
 from sites.roles import user_may
@@ -180,7 +181,7 @@ def sweep_advance(sweep_id: int) -> None:
                 step.save(update_fields=["state", "finished_at", "message"])
                 continue
             step.run, step.state, step.started_at = run, StepState.RUNNING, now
-            step.queue = str(run.parameters.get("queue") or "")
+            step.queue = run_parameters(run).queue
             step.save(update_fields=["run", "state", "started_at", "queue"])
             if sweep.state == SweepState.QUEUED:
                 sweep.state, sweep.started_at, sweep.message = SweepState.RUNNING, now, ""

@@ -287,3 +287,66 @@ def test_only_run_end_writes_a_runs_end() -> None:
 )
 def test_the_run_end_scan_finds_every_way_of_writing_an_end(module: str, source: str, found: list[str]) -> None:
     assert [write.field for write in _writes(ast.parse(source)) if _writes_a_run_end(module, write)] == found
+
+
+# A run's parameters are read through its kind (runs.kinds: typed, with their defaults), never by string key. The
+# reads by key that remain are of other JSON named `parameters`, each named here with the reason.
+PARAMETERS_READERS = "runs.kinds."
+NOT_A_RUNS_PARAMETERS = {
+    ("sweeps.services", "sweep.parameters"): "a sweep's own JSON (what it was asked, and its steps), not a run's",
+    ("sweeps.plan", "step.parameters"): "a sweep step's request being built, before run_start checks it",
+    ("sweeps.plan", "plan.parameters"): "the sweep plan's own parameters (SweepPlan), not a run's",
+}
+
+
+def _parameters_read(node: ast.AST) -> str:
+    """The expression read by key when `node` is `X.parameters[...]`, `X.parameters.get(...)`,
+    `(X.parameters or {}).get(...)` or the same on a name `parameters`; "" otherwise."""
+    if isinstance(node, ast.Subscript):
+        target = node.value
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        target = node.func.value
+    else:
+        return ""
+    if isinstance(target, ast.BoolOp):
+        target = target.values[0]
+    named = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+    return ast.unparse(target) if named == "parameters" else ""
+
+
+def _parameters_reads(module: str, tree: ast.AST) -> list[str]:
+    return [
+        f"{module}:{node.lineno} {read}"  # type: ignore[attr-defined]
+        for node in ast.walk(tree)
+        if (read := _parameters_read(node)) and (module, read) not in NOT_A_RUNS_PARAMETERS
+    ]
+
+
+def test_a_runs_parameters_are_read_through_its_kind_only() -> None:
+    """No module outside runs.kinds reads Run.parameters by key (`run.parameters["x"]`, `.get("x")`): they read the
+    kind's typed parameters (`run_parameters(run).queue`, `TRANSFER.parameters(run).concurrency`). Migrations and
+    tests are not scanned; the JSON that is not a run's is named in NOT_A_RUNS_PARAMETERS."""
+    reads = sorted(
+        read
+        for name, path in _modules()
+        if not name.startswith(PARAMETERS_READERS)
+        for read in _parameters_reads(name, ast.parse(path.read_text()))
+    )
+    assert reads == [], "read a run's parameters through runs.kinds (run_parameters, KIND.parameters(run))"
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "found"),
+    [
+        ("runs.engine", 'run.parameters["source"]', ["runs.engine:1 run.parameters"]),
+        ("runs.engine", 'int(file.run.parameters.get("concurrency") or 1)', ["runs.engine:1 file.run.parameters"]),
+        ("runs.views", '(run.parameters or {}).get("urls")', ["runs.views:1 run.parameters"]),
+        ("runs.tasks", 'parameters["host"]', ["runs.tasks:1 parameters"]),
+        ("sweeps.services", 'sweep.parameters["steps"]', []),
+        ("sweeps.services", 'run.parameters.get("queue")', ["sweeps.services:1 run.parameters"]),
+        ("runs.views", "sorted(run.parameters.items())", []),
+        ("runs.engine", "TRANSFER.parameters(run).concurrency", []),
+    ],
+)
+def test_the_parameters_scan_finds_every_read_by_key(module: str, source: str, found: list[str]) -> None:
+    assert _parameters_reads(module, ast.parse(source)) == found

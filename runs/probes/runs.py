@@ -10,21 +10,20 @@ its end.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from challenges.choices import ActivityKind
-from measure.outcomes import ONLINE_BEFORE, FileOutcome
+from measure.outcomes import FileOutcome
 from results.choices import RecordState
-from results.services import network_measurement_store, probe_record_new, records_store
+from results.services import probe_record_new, records_store
 
 from ..choices import RUN_ENDED, RunState
 from ..ends import run_end
 from ..engine import run_experiment_id, run_outcome
+from ..kinds.registry import kind_for
 from ..models import Run
 
 
@@ -53,12 +52,13 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("activity").get(pk=run_id)
         experiment_id = run_experiment_id(run)
+        kind = kind_for(run.kind)
         records = [
             probe_record_new(
                 run_id=run.pk,
                 activity_id=run.activity_id,
                 experiment_id=experiment_id,
-                outcome=_counted(run, outcome),
+                outcome=kind.counted(run, outcome) if kind is not None else outcome,
                 state=RecordState.OK if outcome.ok else RecordState.FAILED,
                 concurrency=None,
                 origin_id=f"run{run.pk}-{run.kind}-{number}",
@@ -67,7 +67,8 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
             for number, outcome in enumerate(outcomes)
         ]
         records_store(records=records)
-        _network_measurement(run, experiment_id, summary)
+        if kind is not None:
+            kind.measurement_store(run, experiment_id=experiment_id, summary=summary)
         run.summary = summary
         fields = ["summary"]
         if run.state in RUN_ENDED and (outcomes or summary):
@@ -79,30 +80,3 @@ def run_probe_store(run_id: int, outcomes: Sequence[FileOutcome], summary: dict[
             if error:
                 state, message = RunState.FAILED, error
             run_end(run_id=run.pk, state=state, message=message)
-
-
-def _network_measurement(run: Run, experiment_id: int | None, summary: dict[str, Any]) -> None:
-    """A network run's throughput as its activity's network figure (results.targets), over the run's own span."""
-    rate = summary.get("rate")
-    if run.kind != ActivityKind.NETWORK or not isinstance(rate, int | float) or rate < 0:
-        return
-    now = timezone.now()
-    network_measurement_store(
-        run_id=run.pk,
-        activity_id=run.activity_id,
-        experiment_id=experiment_id,
-        host=str(summary.get("host") or ""),
-        port=summary.get("port") if isinstance(summary.get("port"), int) else None,
-        rate=float(rate),
-        start=run.started_at or now,
-        end=now,
-    )
-
-
-def _counted(run: Run, outcome: FileOutcome) -> FileOutcome:
-    """The outcome as its record counts it: a recall's file that was online already was not brought online by the
-    recall, so it counts no bytes for the A-DT targets (it stays a staged file on the run page and in the Tape
-    Challenge table's "online already")."""
-    if run.kind == ActivityKind.STAGING and outcome.details.get("locality_before") in ONLINE_BEFORE:
-        return dataclasses.replace(outcome, bytes=0)
-    return outcome

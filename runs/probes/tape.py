@@ -21,8 +21,8 @@ from results.active_rates import transfers_rates
 from results.models import TransferRecord
 from sites.matching import site_matcher
 
+from ..kinds.staging import recalled_site, staging_results
 from ..models import Run
-from .results import staging_results
 
 TAPE_COLUMNS = [
     "experiment",
@@ -94,8 +94,7 @@ def tape_table(runs: Iterable[Run]) -> list[dict[str, Any]]:
                 "volume": rates.volume,
             }
         else:
-            urls = (run.parameters or {}).get("urls") or [] if isinstance(run.parameters, dict) else []
-            site = match(str(urls[0])) if urls else None
+            site = recalled_site(run, match)
             capacity = getattr(site, "capacity", None) if site else None
             summary = run.summary if isinstance(run.summary, dict) else {}
             result = staging_results(summary, tape_limit=capacity.tape_rate if capacity else None)

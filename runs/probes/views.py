@@ -16,7 +16,7 @@ from common.exports import export_requested, table_response
 
 from ..models import Run
 from ..selectors import runs_visible_to
-from .tables import COLUMNS, PROBE_KINDS, probe_comparison, probe_tables
+from .tables import probe_activity_kinds, probe_columns, probe_comparison, probe_kinds, probe_tables
 from .tape import TAPE_COLUMNS, tape_table
 
 COMPARE_COLUMNS = ["kind", "figure", "target", "now", "earlier", "ratio"]
@@ -25,7 +25,7 @@ COMPARE_COLUMNS = ["kind", "figure", "target", "now", "earlier", "ratio"]
 def _runs(request: HttpRequest, challenge: Challenge) -> list[Run]:
     return list(
         runs_visible_to(user=request.user)
-        .filter(activity__challenge=challenge, kind__in=[*PROBE_KINDS, ActivityKind.TAPE_WRITE])
+        .filter(activity__challenge=challenge, kind__in=[*probe_activity_kinds(), ActivityKind.TAPE_WRITE])
         .select_related("activity__experiment")
         .order_by()
     )
@@ -51,12 +51,13 @@ def challenge_probes(request: HttpRequest, slug: str) -> HttpResponse:
         if table == "compare":
             rows = [entry.as_row() for entry in comparison]
             return table_response(request, name=f"{slug}-probes-compare", columns=COMPARE_COLUMNS, rows=rows)
-        if table not in COLUMNS:
+        columns = probe_columns()
+        if table not in columns:
             return HttpResponse(
-                f"table must be one of {', '.join([*PROBE_KINDS, 'tape', 'compare'])}, not {table[:40]!r}",
+                f"table must be one of {', '.join([*probe_kinds(), 'tape', 'compare'])}, not {table[:40]!r}",
                 status=400,
                 content_type="text/plain",
             )
-        return table_response(request, name=f"{slug}-probes-{table}", columns=COLUMNS[table], rows=tables[table])
+        return table_response(request, name=f"{slug}-probes-{table}", columns=columns[table], rows=tables[table])
     context = {"challenge": challenge, "tables": tables, "tape": tape, "earlier": earlier, "comparison": comparison}
     return render(request, "runs/challenge_probes.html", context)
