@@ -120,6 +120,9 @@ class Agent:
             with self.lock:
                 alive = {job_id: running for job_id, (running, hung_at) in self.running.items() if now < hung_at}
             in_flight = [{"id": job_id, "bytes": running.bytes} for job_id, running in alive.items()]
+            # Done but not delivered (the portal was away): still this agent's work, which its reaper must not take
+            # for lost while the result waits to be sent.
+            in_flight += [{"id": job_id, "bytes": _bytes(result)} for job_id, _, result in self.spool.pending()]
             try:
                 stop = self.portal.heartbeat(kinds=list(KINDS), in_flight=in_flight)
             except (PortalUnreachable, PortalRefused) as exc:
@@ -129,3 +132,8 @@ class Agent:
                 if job_id in alive:
                     logger.info("job %s: its run ended, stopping it", job_id)
                     alive[job_id].cancel()
+
+
+def _bytes(result: dict[str, Any]) -> int:
+    outcome = result.get("outcome")
+    return int(outcome.get("bytes") or 0) if isinstance(outcome, dict) else 0
