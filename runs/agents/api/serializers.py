@@ -8,13 +8,14 @@ from typing import Any
 from rest_framework import serializers
 
 from challenges.choices import ActivityKind
+from common.fields import StrictCharField, StrictFloatField, StrictIntegerField
 
 from ..services import MAX_WAIT
 
 
 class ClaimSerializer(serializers.Serializer[Any]):
-    most = serializers.IntegerField(min_value=1, max_value=64, default=1, help_text="jobs it takes at most")
-    wait = serializers.FloatField(
+    most = StrictIntegerField(min_value=1, max_value=64, default=1, help_text="jobs it takes at most")
+    wait = StrictFloatField(
         min_value=0, max_value=MAX_WAIT, default=MAX_WAIT, help_text="seconds to wait for a job when none waits"
     )
 
@@ -34,12 +35,12 @@ class ClaimedSerializer(serializers.Serializer[Any]):
 
 
 class InFlightSerializer(serializers.Serializer[Any]):
-    id = serializers.IntegerField(min_value=1, max_value=2**62, help_text="a job it runs")
-    bytes = serializers.IntegerField(min_value=0, max_value=2**62, default=0, help_text="bytes copied so far")
+    id = StrictIntegerField(min_value=1, max_value=2**62, help_text="a job it runs")
+    bytes = StrictIntegerField(min_value=0, max_value=2**62, default=0, help_text="bytes copied so far")
 
 
 class HeartbeatSerializer(serializers.Serializer[Any]):
-    version = serializers.CharField(max_length=32)
+    version = StrictCharField(max_length=32)
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=ActivityKind.choices), max_length=16)
     in_flight = InFlightSerializer(many=True, max_length=1000)
 
@@ -53,14 +54,14 @@ class ResultSerializer(serializers.Serializer[Any]):
     `summary`, `error`; copies-delete: `deleted`, `errors`. Any may carry `credential` (what it presented to
     storage: never a token)."""
 
-    attempt = serializers.IntegerField(min_value=0, max_value=32767)
+    attempt = StrictIntegerField(min_value=0, max_value=32767)
     outcome = serializers.DictField(required=False, help_text="measure.outcomes.FileOutcome.to_dict()")
     outcomes = serializers.ListField(child=serializers.DictField(), required=False, max_length=100000)
     summary = serializers.DictField(required=False)
-    error = serializers.CharField(required=False, allow_blank=True, max_length=10000)
+    error = StrictCharField(required=False, allow_blank=True, max_length=10000)
     stage = serializers.ChoiceField(choices=["credential", "test_file"], required=False)
-    deleted = serializers.IntegerField(min_value=0, required=False)
-    errors = serializers.ListField(child=serializers.CharField(max_length=10000), required=False, max_length=100000)
+    deleted = StrictIntegerField(min_value=0, max_value=2**62, required=False)
+    errors = serializers.ListField(child=StrictCharField(max_length=10000), required=False, max_length=100000)
     credential = serializers.DictField(required=False)
 
 

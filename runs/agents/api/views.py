@@ -59,7 +59,7 @@ class ClaimView(AgentView):
     def post(self, request: Request) -> Response:
         """Up to `most` of the site's waiting jobs; none waiting, the answer comes when one is offered or after
         `wait` s (a long poll)."""
-        claim = ClaimSerializer(data=request.data)
+        claim = ClaimSerializer(data=request.data, context={"request": request})
         claim.is_valid(raise_exception=True)
         jobs = services.jobs_claim(
             agent=request.auth, most=claim.validated_data["most"], wait=claim.validated_data["wait"]
@@ -71,7 +71,7 @@ class HeartbeatView(AgentView):
     @extend_schema(request=HeartbeatSerializer, responses=StopSerializer, summary="The agent is alive")
     def post(self, request: Request) -> Response:
         """Its version, probe kinds and jobs in flight; answered with the jobs it must stop."""
-        beat = HeartbeatSerializer(data=request.data)
+        beat = HeartbeatSerializer(data=request.data, context={"request": request})
         beat.is_valid(raise_exception=True)
         data = beat.validated_data
         in_flight = [(item["id"], item["bytes"]) for item in data["in_flight"]]
@@ -85,7 +85,7 @@ class ResultView(AgentView):
     @extend_schema(request=ResultSerializer, responses=StoredSerializer, summary="A job's result, stored once")
     def post(self, request: Request, job_id: int) -> Response:
         """What the job measured; sent again, it is stored once (`stored`: false)."""
-        result = ResultSerializer(data=request.data)
+        result = ResultSerializer(data=request.data, context={"request": request})
         result.is_valid(raise_exception=True)
         data = dict(result.validated_data)
         stored = service_call(
