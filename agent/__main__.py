@@ -27,11 +27,20 @@ def main(argv: list[str] | None = None) -> int:
 
     def stop(signum: int, frame: FrameType | None) -> None:
         agent.stop()
+        raise Stopping  # out of a long poll's read at once
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    agent.run()
+    try:
+        agent.run()
+    except Stopping:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        agent.drain()
     return 0
+
+
+class Stopping(BaseException):
+    """SIGTERM or Ctrl-C: the agent stops (BaseException: no `except Exception` of the loop catches it)."""
 
 
 if __name__ == "__main__":

@@ -67,10 +67,20 @@ class Agent:
                 self.stopping.wait(BACKOFF_MAX)
 
     def stop(self) -> None:
+        """Take no more jobs and stop those in flight (each still spools what it measured until then)."""
         self.stopping.set()
         with self.lock:
             for running, _ in self.running.values():
                 running.cancel()
+
+    def drain(self, timeout: float = 15.0) -> None:
+        """After stop(): give the stopped jobs `timeout` s to spool their results, and deliver what can be."""
+        deadline = time.monotonic() + timeout
+        while self.running and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with contextlib.suppress(PortalUnreachable):
+            self.deliver()
+        logger.info("stopped: %d jobs unfinished, %d results spooled", len(self.running), len(self.spool.pending()))
 
     # --- jobs ------------------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -32,6 +32,17 @@ def agent_queue(site_name: str) -> str:
 
 def is_agent_queue(queue: str) -> bool:
     return queue.startswith(AGENT_QUEUE_PREFIX)
+
+
+def agent_channel(site_id: int) -> str:
+    """The PostgreSQL channel a job offered to the site's agent is announced on (its long poll LISTENs to it)."""
+    return f"agent_jobs_{int(site_id)}"
+
+
+def _announce(site: Site) -> None:
+    """NOTIFY the site's waiting long polls, when the offer commits (PostgreSQL delivers it then)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [agent_channel(site.pk)])
 
 
 def job_lost_before() -> timedelta:
@@ -58,6 +69,8 @@ def agent_file_offer(*, queue: str, file_id: int, attempt: int, task_id: str) ->
                 attempt=attempt,
                 defaults={"site": site, "task_id": task_id},
             )
+            if created:
+                _announce(site)
     except IntegrityError:  # offered at the same moment by another process
         return None
     return job if created else None
@@ -84,4 +97,5 @@ def _run_job_offer(*, site: Site, run_id: int, kind: str) -> AgentJob | None:
             return None
         jobs.filter(state=JobState.CLAIMED).update(state=JobState.STALE)  # lost with its agent: never reported
         attempt = (jobs.aggregate(last=Max("attempt"))["last"] or 0) + 1
+        _announce(site)
         return AgentJob.objects.create(site=site, run_id=run_id, kind=kind, attempt=attempt)

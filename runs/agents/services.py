@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import close_old_connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from measure.outcomes import FileOutcome, outcome_from_dict
@@ -29,26 +29,42 @@ from .. import engine
 from ..choices import JobKind, JobState, RunState
 from ..copies import run_copies_deleted
 from ..credentials import run_credential_store
+from ..jobs import agent_channel
 from ..models import AgentJob, Run
 from ..probes.runs import run_probe_begin, run_probe_store, runs_heartbeat
 from .payloads import job_payload
 
 logger = logging.getLogger(__name__)
 
-CLAIM_POLL_INTERVAL = 0.2  # s between looks for new work during a long poll
+CLAIM_POLL_INTERVAL = 2.0  # s at most between looks for new work during a long poll
 MAX_WAIT = 25.0  # s a claim waits at most (below the usual 30 s idle timeouts of proxies)
 
 
 def jobs_claim(*, agent: SiteAgent, most: int, wait: float) -> list[dict[str, Any]]:
     """Up to `most` of the agent's site's waiting jobs, each taken for this agent, as the payloads it runs; when
-    none waits, look again every CLAIM_POLL_INTERVAL s for up to `wait` s (the long poll), then answer none."""
+    none waits, wait up to `wait` s for one to be offered (the long poll): woken by the offer's NOTIFY
+    (runs.jobs), and looking again at least every CLAIM_POLL_INTERVAL s in case a notification went astray."""
     deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT)
-    while True:
-        jobs = _claim_once(agent=agent, most=most)
-        if jobs or time.monotonic() >= deadline:
-            return [job_payload(job) for job in jobs]
-        close_old_connections()
-        time.sleep(CLAIM_POLL_INTERVAL)
+    channel = agent_channel(agent.site_id)
+    listening = deadline > time.monotonic() and not connection.in_atomic_block
+    if listening:
+        with connection.cursor() as cursor:
+            cursor.execute(f"LISTEN {channel}")
+    try:
+        while True:
+            jobs = _claim_once(agent=agent, most=most)
+            remaining = deadline - time.monotonic()
+            if jobs or remaining <= 0:
+                return [job_payload(job) for job in jobs]
+            if listening:
+                for _ in connection.connection.notifies(timeout=min(remaining, CLAIM_POLL_INTERVAL), stop_after=1):
+                    break
+            else:
+                time.sleep(min(remaining, 0.2))
+    finally:
+        if listening:
+            with connection.cursor() as cursor:
+                cursor.execute(f"UNLISTEN {channel}")
 
 
 def _claim_once(*, agent: SiteAgent, most: int) -> list[AgentJob]:

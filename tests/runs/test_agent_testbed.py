@@ -48,7 +48,7 @@ class Portal:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{self.port}"]
-        argv += ["--workers", "1", "--threads", "8", "--timeout", "60"]
+        argv += ["--workers", "1", "--threads", "8", "--timeout", "60", "--graceful-timeout", "3"]
         log = self.directory / "web.log"
         processes.start(argv, pidfile=self.pidfile, logfile=log, env=self.env, cwd=settings.BASE_DIR)
         pid = processes.read_pid(self.pidfile)
