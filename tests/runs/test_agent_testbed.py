@@ -6,6 +6,7 @@ runs a 20-file run, it loses nothing and doubles nothing once the portal is back
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -20,6 +22,7 @@ from django.core.management import call_command
 
 from common import processes
 from results.models import NetworkMeasurement, TransferRecord
+from runs.choices import RUN_ENDED
 from runs.models import AgentJob, Run, RunFile
 from runs.services import run_start
 from sites.models import Site
@@ -102,6 +105,24 @@ def agent_of(registry: Testbed, portal: Portal, tmp_path: Path) -> Iterator[Call
         processes.stop(pidfile, timeout=10)
 
 
+def remote_ports(pid: int) -> set[int]:
+    """The remote ports of the TCP connections the process holds now (its socket inodes in its network namespace's
+    tables)."""
+    inodes = set()
+    for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(descriptor)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[2].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def logs(directory: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(directory.glob("*.log")))
 
@@ -124,18 +145,31 @@ def transfer(user: Any, cleanup: list[Run], registry: Testbed, files: int, concu
     return run
 
 
-def test_an_agent_runs_a_ten_file_transfer_run_from_its_site(
-    registry: Testbed, coordinator: Any, cleanup: list[Run], agent_of: Callable[[str], Path], tmp_path: Path
+def test_an_agent_runs_a_ten_file_transfer_run_from_its_site_and_never_connects_to_the_database_or_redis(
+    registry: Testbed, coordinator: Any, cleanup: list[Run], agent_of: Callable[[str], Path], portal: Portal
 ) -> None:
+    tmp_path = portal.directory
     agent_of("TB-T0")
+    pid = processes.read_pid(tmp_path / "agent-TB-T0.pid")
+    assert pid is not None
     run = transfer(coordinator, cleanup, registry, files=10, concurrency=5)
+    seen: set[int] = set()
+
+    def ended_while_watching_sockets() -> bool:
+        seen.update(remote_ports(pid))
+        return Run.objects.filter(pk=run.pk, state__in=RUN_ENDED).exists()
+
     try:
-        wait_for_run_end(run, 120)
+        wait_for(ended_while_watching_sockets, 120, lambda: logs(tmp_path), interval=0.05)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{logs(tmp_path)}") from None
+    run.refresh_from_db()
 
     assert run.state == "finished", f"{run.message}\n{logs(tmp_path)}"
     assert (run.parameters["queue"], run.agent.site.name) == ("agent.TB-T0", "TB-T0")
+    # It spoke to the portal (and the storage), never to the portal's PostgreSQL or Redis.
+    database, broker = int(settings.DATABASES["default"]["PORT"] or 5432), urlsplit(settings.CELERY_BROKER_URL).port
+    assert portal.port in seen and not seen & {database, broker or 6379}, seen
     records = TransferRecord.objects.filter(run=run)
     assert sorted(records.values_list("state", "bytes")) == [("ok", 4 * MB)] * 10
     assert set(RunFile.objects.filter(run=run).values_list("worker", flat=True)) == {"agent TB-T0/agent"}
