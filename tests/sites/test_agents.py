@@ -104,3 +104,56 @@ def test_a_users_token_does_not_open_the_agents_api(tmp_path: Path) -> None:
         "/api/v1/agent/heartbeat/", HEARTBEAT, content_type="application/json", HTTP_AUTHORIZATION=f"Token {key}"
     )
     assert response.status_code == 401 and response.json()["detail"]
+
+
+def coordinator_client() -> Client:
+    from sites.roles import membership_grant
+    from tests.sites.factories import UserFactory
+
+    user = UserFactory(username="coordinator")
+    membership_grant(user=user, role="coordinator")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_a_coordinator_enrols_rotates_and_revokes_an_agent_through_the_api() -> None:
+    SiteFactory(name="TB-T1-A")
+    api = coordinator_client()
+    enrolled = api.post(
+        "/api/v1/agents/",
+        {"site": "TB-T1-A", "portal_url": "https://portal.example.org"},
+        content_type="application/json",
+    )
+    assert enrolled.status_code == 201, enrolled.content
+    agent_id, first = enrolled.json()["agent"]["id"], enrolled.json()["config"]["key"]
+    assert beat(first) == 200
+    assert "key" not in json.dumps(api.get("/api/v1/agents/").json())  # listed without any key
+
+    rotated = api.post(
+        f"/api/v1/agents/{agent_id}/rotate/",
+        {"portal_url": "https://portal.example.org"},
+        content_type="application/json",
+    )
+    second = rotated.json()["config"]["key"]
+    assert (beat(first), beat(second)) == (401, 200)
+
+    assert api.post(f"/api/v1/agents/{agent_id}/revoke/").json()["revoked"]
+    assert beat(second) == 401
+
+
+def test_a_site_admin_may_not_enrol_an_agent_even_for_their_own_site() -> None:
+    from sites.roles import membership_grant
+    from tests.sites.factories import UserFactory
+
+    site = SiteFactory(name="TB-T1-A")
+    admin = UserFactory(username="admin")
+    membership_grant(user=admin, role="site-admin", site=site)
+    client = Client()
+    client.force_login(admin)
+    answer = client.post(
+        "/api/v1/agents/",
+        {"site": "TB-T1-A", "portal_url": "https://portal.example.org"},
+        content_type="application/json",
+    )
+    assert answer.status_code == 403 and not SiteAgent.objects.exists()
