@@ -109,7 +109,7 @@ def agent_heartbeat(
     now = timezone.now()
     progress = dict(in_flight)
     jobs = list(
-        agent_restrict(queryset=AgentJob.objects, agent=agent).filter(
+        agent_restrict(queryset=AgentJob.objects.all(), agent=agent).filter(
             pk__in=list(progress), agent=agent, state=JobState.CLAIMED
         )
     )

@@ -42,7 +42,7 @@ class InFlightSerializer(serializers.Serializer[Any]):
 class HeartbeatSerializer(serializers.Serializer[Any]):
     version = StrictCharField(max_length=32)
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=ActivityKind.choices), max_length=16)
-    in_flight = InFlightSerializer(many=True, max_length=1000)
+    in_flight = InFlightSerializer(many=True, max_length=1000)  # type: ignore[call-arg]  # DRF takes it, its stubs not
 
 
 class StopSerializer(serializers.Serializer[Any]):
@@ -61,7 +61,10 @@ class ResultSerializer(serializers.Serializer[Any]):
     error = StrictCharField(required=False, allow_blank=True, max_length=10000)
     stage = serializers.ChoiceField(choices=["credential", "test_file"], required=False)
     deleted = StrictIntegerField(min_value=0, max_value=2**62, required=False)
-    errors = serializers.ListField(child=StrictCharField(max_length=10000), required=False, max_length=100000)
+    # DRF's metaclass takes declared fields off the class, so this one leaves Serializer.errors alone.
+    errors = serializers.ListField(  # type: ignore[assignment]
+        child=StrictCharField(max_length=10000), required=False, max_length=100000
+    )
     credential = serializers.DictField(required=False)
 
 

@@ -53,6 +53,12 @@ class AgentView(APIView):
     permission_classes = [IsSiteAgent]
     throttle_classes = [AgentRateThrottle]
 
+    @staticmethod
+    def agent(request: Request) -> SiteAgent:
+        """The calling agent (IsSiteAgent made sure there is one)."""
+        assert isinstance(request.auth, SiteAgent)
+        return request.auth
+
 
 class ClaimView(AgentView):
     @extend_schema(request=ClaimSerializer, responses=ClaimedSerializer, summary="Take the site's next jobs")
@@ -62,7 +68,7 @@ class ClaimView(AgentView):
         claim = ClaimSerializer(data=request.data, context={"request": request})
         claim.is_valid(raise_exception=True)
         jobs = services.jobs_claim(
-            agent=request.auth, most=claim.validated_data["most"], wait=claim.validated_data["wait"]
+            agent=self.agent(request), most=claim.validated_data["most"], wait=claim.validated_data["wait"]
         )
         return Response({"jobs": jobs})
 
@@ -76,7 +82,7 @@ class HeartbeatView(AgentView):
         data = beat.validated_data
         in_flight = [(item["id"], item["bytes"]) for item in data["in_flight"]]
         stop = services.agent_heartbeat(
-            agent=request.auth, version=data["version"], kinds=data["kinds"], in_flight=in_flight
+            agent=self.agent(request), version=data["version"], kinds=data["kinds"], in_flight=in_flight
         )
         return Response({"stop": stop})
 
@@ -89,6 +95,8 @@ class ResultView(AgentView):
         result.is_valid(raise_exception=True)
         data = dict(result.validated_data)
         stored = service_call(
-            lambda: services.job_result_store(agent=request.auth, job_id=job_id, attempt=data["attempt"], result=data)
+            lambda: services.job_result_store(
+                agent=self.agent(request), job_id=job_id, attempt=data["attempt"], result=data
+            )
         )
         return Response({"stored": stored})
