@@ -8,9 +8,10 @@ worked on (a job whose agent stopped beating is offered anew, as the reaper re-s
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
@@ -43,6 +44,19 @@ def _announce(site: Site) -> None:
     """NOTIFY the site's waiting long polls, when the offer commits (PostgreSQL delivers it then)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, '')", [agent_channel(site.pk)])
+
+
+REAPER_PASS_KEY = "portal:runs:reaper-pass"
+
+
+def agents_unheard(*, now: datetime) -> bool:
+    """Whether the reaper must spare sites' agents' work this pass: its previous pass is older than
+    DISPATCH_WORKER_LOST_AFTER (or unknown), so the portal itself was away (stopped, or beat was) and the agents,
+    which beat through the portal's API, could not be heard; their next heartbeat (every few seconds) comes before
+    the next pass. Notes this pass's time."""
+    previous = cache.get(REAPER_PASS_KEY)
+    cache.set(REAPER_PASS_KEY, now.timestamp(), timeout=None)
+    return previous is None or now.timestamp() - float(previous) > settings.DISPATCH_WORKER_LOST_AFTER
 
 
 def job_lost_before() -> timedelta:
