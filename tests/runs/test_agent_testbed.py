@@ -20,12 +20,13 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
+from agent import KINDS, VERSION
 from common import processes
 from results.models import NetworkMeasurement, TransferRecord
 from runs.choices import RUN_ENDED
 from runs.models import AgentJob, Run, RunFile
 from runs.services import run_start
-from sites.models import Site
+from sites.models import Site, SiteAgent
 from testbed.grid import Testbed
 from tests.runs.helpers import wait_for, wait_for_run_end
 from tests.workers import worker_database_url
@@ -173,6 +174,9 @@ def test_an_agent_runs_a_ten_file_transfer_run_from_its_site_and_never_connects_
     records = TransferRecord.objects.filter(run=run)
     assert sorted(records.values_list("state", "bytes")) == [("ok", 4 * MB)] * 10
     assert set(RunFile.objects.filter(run=run).values_list("worker", flat=True)) == {"agent TB-T0/agent"}
+    # Its heartbeats said what it is (every second here).
+    agent = SiteAgent.objects.get(site__name="TB-T0")
+    assert (agent.version, set(agent.kinds), agent.last_seen is not None) == (VERSION, set(KINDS), True)
     wait_for(lambda: Run.objects.get(pk=run.pk).copies == "deleted", 60, "the agent deleting the run's copies")
     assert not list(registry.site_dir("t1a").glob(f"**/portal-runs/{run.directory}/*"))
 
