@@ -25,4 +25,4 @@ COPY . .
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput -v 0
 
 EXPOSE 8000
-CMD ["gunicorn", "portal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+CMD ["gunicorn", "portal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "16", "--access-logfile", "-"]

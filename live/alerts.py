@@ -10,7 +10,9 @@ Conditions (thresholds per challenge, live.thresholds):
   ("bandwidth decreased from/to multiple sites");
 - no_traffic: a running target that had traffic and has had no transfer end for 15 minutes;
 - failure_spike: a link with at least 20 attempts in the last 15 minutes and a failure ratio of 50 % or more;
-- source_silent: a DDM source that sent records in the past hour and none for 15 minutes while others flow.
+- source_silent: a DDM source that sent records in the past hour and none for 15 minutes while others flow;
+- agent_silent: an enrolled agent of one of the challenge's sites that has not called the portal for
+  AGENT_SILENT_MINUTES (live.agents).
 One open alert per kind and subject; it resolves once its condition has been false for resolve_after_minutes, and
 every opening and resolution is delivered to the subscriptions that match it (live.delivery).
 """
@@ -32,6 +34,7 @@ from results.choices import VERDICTS_AT_RISK
 from results.models import RateRollup
 from sites.models import Site
 
+from .agents import AGENT_SILENT_MINUTES, agents_now, challenge_site_ids_all
 from .choices import AlertKind, AlertState
 from .models import Alert
 from .now import TargetNow, board_minute, sources_now, targets_now
@@ -249,6 +252,27 @@ def _source_conditions(challenge: Challenge, at: datetime, thresholds: Threshold
     return found
 
 
+def _agent_conditions(challenge: Challenge, at: datetime) -> list[Condition]:
+    """agent_silent: a live agent of the challenge's sites silent for AGENT_SILENT_MINUTES or more."""
+    found = []
+    for agent in agents_now(site_ids=challenge_site_ids_all(challenge=challenge), at=at):
+        if not agent["silent"]:
+            continue
+        heard = f"last heard at {agent['last_seen']:%Y-%m-%d %H:%M} UTC" if agent["last_seen"] else "never heard"
+        found.append(
+            Condition(
+                AlertKind.AGENT_SILENT,
+                f"agent:{agent['site']}/{agent['name']}",
+                f"the agent of {agent['site']} ({agent['name']}) has not reported for "
+                f"{int(agent['age_seconds'] // 60)} minutes ({heard}): its site's runs wait",
+                agent["age_seconds"],
+                float(AGENT_SILENT_MINUTES * 60),
+                {"site": Site.objects.get(pk=agent["site_id"])},
+            )
+        )
+    return found
+
+
 def conditions_find(*, challenge: Challenge, at: datetime, thresholds: Thresholds) -> list[Condition]:
     """Every condition of the challenge that holds at `at` (a minute)."""
     targets = list(
@@ -259,7 +283,8 @@ def conditions_find(*, challenge: Challenge, at: datetime, thresholds: Threshold
     running = [row for row in targets_now(challenge=challenge, targets=targets, at=at) if row.minutes]
     found = _target_conditions(running, thresholds, at)
     stopped = [condition.fields["target"] for condition in found if condition.kind == AlertKind.NO_TRAFFIC]
-    return found + _link_conditions(challenge, at, thresholds, stopped) + _source_conditions(challenge, at, thresholds)
+    found += _link_conditions(challenge, at, thresholds, stopped) + _source_conditions(challenge, at, thresholds)
+    return found + _agent_conditions(challenge, at)
 
 
 def alerts_evaluate(*, challenge: Challenge, at: datetime | None = None) -> EvaluateSummary:

@@ -10,6 +10,7 @@ class AlertKind(models.TextChoices):
     NO_TRAFFIC = "no_traffic", "no traffic"
     FAILURE_SPIKE = "failure_spike", "failure spike"
     SOURCE_SILENT = "source_silent", "source silent"
+    AGENT_SILENT = "agent_silent", "site agent silent"
 
 
 class AlertState(models.TextChoices):

@@ -213,6 +213,7 @@ def target_row(row: TargetNow) -> dict[str, Any]:
 
 def now_board(*, challenge: Challenge, user: Any, at: datetime | None = None) -> dict[str, Any]:
     """The now board as the API gives it and the page shows it, for what `user` may read."""
+    from .agents import agents_now
     from .selectors import alerts_visible
 
     at = board_minute(at)
@@ -222,5 +223,6 @@ def now_board(*, challenge: Challenge, user: Any, at: datetime | None = None) ->
         "targets": [target_row(row) for row in rows],
         "sites": sites_now(challenge=challenge, at=at, user=user),
         "sources": sources_now(challenge=challenge, at=at, user=user),
+        "agents": agents_now(site_ids=challenge_site_ids(challenge=challenge, user=user), at=at),
         "alerts": list(alerts_visible(user=user, challenge=challenge, state="open")),
     }

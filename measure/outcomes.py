@@ -50,3 +50,24 @@ class FileOutcome:
         data = asdict(self)
         data["start"], data["end"] = self.start.isoformat(), self.end.isoformat()
         return data
+
+
+def outcome_from_dict(data: dict[str, Any]) -> FileOutcome:
+    """The outcome `FileOutcome.to_dict` wrote (a site's agent sends its outcomes so); KeyError or ValueError for
+    a dict that is not one."""
+    return FileOutcome(
+        source_url=str(data["source_url"]),
+        destination_url=str(data["destination_url"]),
+        bytes=int(data["bytes"]),
+        start=_aware(datetime.fromisoformat(str(data["start"]))),
+        end=_aware(datetime.fromisoformat(str(data["end"]))),
+        ok=bool(data["ok"]),
+        error=str(data.get("error") or ""),
+        mode=str(data.get("mode") or ""),
+        checksum=str(data.get("checksum") or ""),
+        details=dict(data.get("details") or {}),
+    )
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", include("sites.api.urls")),
     path("", include("challenges.api.urls")),
     path("", include("runs.api.urls")),
+    path("", include("runs.agents.api.urls")),
     path("", include("sweeps.api.urls")),
     path("", include("live.api.urls")),
     path("", include("results.api.urls")),

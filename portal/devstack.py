@@ -309,6 +309,8 @@ def _children_commands(port: int) -> dict[str, list[str]]:
             f"127.0.0.1:{port}",
             "--workers",
             "2",
+            "--threads",
+            "8",  # a site agent's long poll holds a thread for up to 25 s (docs/operator/workers.md)
             "--access-logfile",
             "-",
         ],

@@ -184,6 +184,8 @@ REST_FRAMEWORK = {
         "anon": env.str("API_THROTTLE_ANON", default="120/minute"),
         "user": env.str("API_THROTTLE_USER", default="2400/minute"),
         "token_failures": env.str("API_TOKEN_FAILURES", default="30/minute"),
+        # Per site agent (runs/agents): its claims, heartbeats and results (a 40-file run is some 100 calls).
+        "agent": env.str("API_THROTTLE_AGENT", default="1200/minute"),
     },
 }
 SPECTACULAR_SETTINGS = {

@@ -40,3 +40,19 @@ class FileState(models.TextChoices):
 
 # A file in one of these states is finished for good.
 FILE_ENDED = (FileState.DONE, FileState.FAILED, FileState.CANCELLED)
+
+
+class JobKind(models.TextChoices):
+    """What a site's agent is asked to do (runs.AgentJob): the messages a site's Celery worker would have taken."""
+
+    PREPARE = "prepare", "prepare a transfer run (its credential and test file)"
+    TRANSFER = "transfer", "one try of one file"
+    PROBE = "probe", "a one-task probe (staging, network, cache, io)"
+    COPIES_DELETE = "copies-delete", "delete an ended run's copies"
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", "waiting for the agent"
+    CLAIMED = "claimed", "taken by the agent"
+    DONE = "done", "reported"
+    STALE = "stale", "superseded before the agent took it"

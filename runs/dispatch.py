@@ -14,7 +14,10 @@ from celery import current_app
 from django.conf import settings
 from django.core.cache import cache as django_cache
 
+from sites.agents import site_has_agent
 from sites.models import Site
+
+from . import jobs
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +75,10 @@ def served_queues_forget() -> None:
 
 
 def queue_for_site(site: Site | None) -> str:
-    """`site.<NAME>` when a worker serves that site, else the default queue."""
+    """`agent.<NAME>` when the site has an agent (runs.jobs), `site.<NAME>` when a worker serves that site, else the
+    default queue."""
+    if site is not None and site_has_agent(site=site):  # agent hook (runs.jobs)
+        return jobs.agent_queue(site.name)
     if site is not None:
         name = site_queue(site.name)
         if name in served_queues():
@@ -83,17 +89,26 @@ def queue_for_site(site: Site | None) -> str:
 def prepare_send(run_id: int, queue: str, *, limits: tuple[int, int] | None = None) -> None:
     """The first task of a run (test file, then the first files; or the whole probe), with its (soft, hard) time
     limits (runs.limits.prepare_task_limits)."""
+    if jobs.is_agent_queue(queue):  # agent hook: the site's agent takes it (runs.jobs)
+        jobs.agent_job_offer(queue=queue, kind="prepare", run_id=run_id)
+        return
     current_app.send_task(PREPARE_TASK, args=(run_id,), queue=queue, **_limits(limits))
 
 
 def copies_delete_send(run_id: int, queue: str) -> None:
     """The clean-up of an ended run's destination copies, on the queue its copies were made from."""
+    if jobs.is_agent_queue(queue):  # agent hook (runs.jobs)
+        jobs.agent_job_offer(queue=queue, kind="copies-delete", run_id=run_id)
+        return
     current_app.send_task(COPIES_DELETE_TASK, args=(run_id,), queue=queue)
 
 
 def file_send(file_id: int, attempt: int, task_id: str, queue: str, *, limits: tuple[int, int] | None = None) -> None:
     """One try of one file, under the task id the file row carries (a stale message is then recognised), with its
     (soft, hard) time limits (runs.limits.copy_task_limits)."""
+    if jobs.is_agent_queue(queue):  # agent hook (runs.jobs)
+        jobs.agent_file_offer(queue=queue, file_id=file_id, attempt=attempt, task_id=task_id)
+        return
     current_app.send_task(TRANSFER_TASK, args=(file_id, attempt), task_id=task_id, queue=queue, **_limits(limits))
 
 

@@ -9,7 +9,7 @@ from django.db.models import Q
 from challenges.choices import ActivityKind
 from sites.roles import ActivityExperimentQuerySet
 
-from .choices import CopiesState, FileState, RunState
+from .choices import CopiesState, FileState, JobKind, JobState, RunState
 
 
 class Run(models.Model):
@@ -57,6 +57,14 @@ class Run(models.Model):
         default=dict,
         blank=True,
         help_text="the credential's source and, for tokens, the audience and scopes asked per grant (never a token)",
+    )
+    agent = models.ForeignKey(
+        "sites.SiteAgent",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="runs",
+        help_text="the site's agent that ran it; empty for the portal's own workers",
     )
 
     # A DDM service reads its experiment's activities' runs (ad hoc runs are no experiment's plan).
@@ -121,3 +129,36 @@ class RunFile(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.state == FileState.RUNNING or (self.state == FileState.QUEUED and bool(self.task_id))
+
+
+class AgentJob(models.Model):
+    """One message for a site's agent (runs.dispatch sends it here instead of to a Celery queue when the site has
+    an agent): the agent takes it by long poll (runs.agents), beats while it works and reports its result once. A
+    result delivered twice is stored once: the job is done after the first. The runs' own rows (files' tries,
+    heartbeats, ends) stay the engine's, so the reaper treats an agent's work as a worker's."""
+
+    site = models.ForeignKey("sites.Site", on_delete=models.CASCADE, related_name="agent_jobs")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="agent_jobs")
+    file = models.ForeignKey(RunFile, on_delete=models.CASCADE, null=True, blank=True, related_name="agent_jobs")
+    kind = models.CharField(max_length=16, choices=JobKind.choices)
+    attempt = models.PositiveSmallIntegerField(default=0, help_text="the file's try, or the job's offer (from 1)")
+    task_id = models.CharField(max_length=64, blank=True, help_text="a file's try's task id (runs.engine)")
+    state = models.CharField(max_length=8, choices=JobState.choices, default=JobState.QUEUED)
+    agent = models.ForeignKey("sites.SiteAgent", on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs")
+    created = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True, help_text="the agent's last beat for it")
+    reported_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(default=dict, blank=True, help_text="what the agent reported (kept as it came)")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "kind", "file", "attempt"], name="agentjob_unique", nulls_distinct=False
+            ),
+        ]
+        indexes = [models.Index(fields=["site", "id"], condition=Q(state="queued"), name="agentjob_queued")]
+
+    def __str__(self) -> str:
+        return f"agent job {self.pk} ({self.kind} of run {self.run_id}, {self.state})"

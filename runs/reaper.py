@@ -24,7 +24,7 @@ from results.choices import RecordState
 from results.models import TransferRecord
 from results.services import records_store
 
-from . import dispatch
+from . import dispatch, jobs
 from .choices import FILE_ENDED, RUN_ENDED, FileState, RunState
 from .copies import runs_copies_sweep
 from .ends import run_end
@@ -60,12 +60,13 @@ def runs_reap(*, now: datetime | None = None, broker_lost: bool | None = None) -
     if broker_lost is None:
         broker_lost = dispatch.broker_lost_messages()
     resend_after = timedelta(0) if broker_lost else timedelta(seconds=settings.DISPATCH_RESEND_AFTER)
+    agents_unheard = jobs.agents_unheard(now=now)  # agent hook: the portal was away, its agents unheard
     for run_id in Run.objects.filter(state__in=[RunState.QUEUED, RunState.RUNNING]).values_list("pk", flat=True):
         with transaction.atomic():
             run = (
                 Run.objects.select_for_update().filter(pk=run_id, state__in=[RunState.QUEUED, RunState.RUNNING]).first()
             )
-            if run is not None:
+            if run is not None and not (agents_unheard and jobs.is_agent_queue(str(run.parameters.get("queue", "")))):
                 _run_reap(run, now=now, lost_after=lost_after, resend_after=resend_after, summary=summary)
     summary.files_failed += _ended_runs_lost_files(now=now, lost_after=lost_after)
     # Tries that ended but whose worker died before storing their record.

@@ -228,7 +228,9 @@ def runs_active() -> QuerySet[Run]:
 def runs_visible_to(*, user: Any) -> QuerySet[Run]:
     """The runs a user may read (the access policy, Run.objects.restrict): all, or for a DDM service those of its
     experiment's activities."""
-    return Run.objects.restrict(user).select_related("activity__challenge", "activity__experiment", "created_by")
+    return Run.objects.restrict(user).select_related(
+        "activity__challenge", "activity__experiment", "created_by", "agent__site"
+    )
 
 
 def activity_window_warning(*, activity: Any, now: datetime) -> str:

@@ -63,7 +63,7 @@ COPIES_POLL = timedelta(minutes=15)
 def _run_or_404(request: HttpRequest, pk: int, action: str = "view") -> Run:
     """The run, if this user may read it (a DDM token reads its own experiment's runs only; 404), and take `action` on
     it (403)."""
-    runs = Run.objects.select_related("activity__challenge", "activity__experiment", "created_by")
+    runs = Run.objects.select_related("activity__challenge", "activity__experiment", "created_by", "agent__site")
     return object_for(queryset=runs, user=request.user, action=action, pk=pk)  # type: ignore[no-any-return]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -15,7 +16,8 @@ from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from .models import ApiToken
+from .agents import AgentKeyError, agent_verify
+from .models import ApiToken, SiteAgent
 from .roles import token_scope_apply
 from .tokens import TokenError, token_verify
 
@@ -100,4 +102,50 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
             header_name="Authorization", token_prefix=ApiTokenAuthentication.keyword
         )
         definition["description"] = "An API key issued by a coordinator: `Authorization: Token KEY`."
+        return definition
+
+
+class AgentAuthentication(BaseAuthentication):
+    """`Authorization: Agent KEY`: a site's agent (sites.agents). The request's user stays anonymous, the agent is
+    `request.auth`: an agent is no user, holds no role and reads nothing but its own site's work (sites.roles
+    `agent_object_for`). Bad keys count against the address as bad tokens do."""
+
+    keyword = "Agent"
+
+    def authenticate(self, request: Request) -> tuple[Any, SiteAgent] | None:
+        words = get_authorization_header(request).split()
+        if not words or words[0].lower() != self.keyword.lower().encode():
+            return None
+        throttle = TokenFailureThrottle()
+        wait = throttle.exhausted(request)
+        if wait is not None:
+            raise Throttled(wait=wait, detail="Too many bad keys from this address.")
+        try:
+            if len(words) != 2:
+                raise AuthenticationFailed("Invalid agent header: `Agent KEY`.")
+            try:
+                return AnonymousUser(), agent_verify(key=words[1].decode("ascii"))
+            except UnicodeError:
+                raise AuthenticationFailed("Invalid agent header: the key has characters no key has.") from None
+            except AgentKeyError as exc:
+                raise AuthenticationFailed(str(exc)) from None
+        except AuthenticationFailed:
+            throttle.failed()
+            raise
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
+
+
+class AgentScheme(OpenApiAuthenticationExtension):
+    """The agents' scheme in the OpenAPI schema."""
+
+    target_class = AgentAuthentication
+    name = "agentAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        definition: dict[str, Any] = build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix=AgentAuthentication.keyword
+        )
+        definition["description"] = "A site agent's key, from `manage.py agent_enroll`: `Authorization: Agent KEY`."
         return definition

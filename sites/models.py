@@ -183,3 +183,28 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}... ({self.user})"
+
+
+class SiteAgent(models.Model):
+    """A site's agent (the `agent/` package a site runs): its own credential, an API key stored as a SHA-256 hash,
+    that lets it take and report its own site's work and nothing else; revoked or rotated from the portal. What it
+    last said of itself (version, probe kinds, work in flight) is kept here for the operators."""
+
+    site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=64, default="agent", help_text="which of the site's agents (one per host)")
+    prefix = models.CharField(max_length=8, db_index=True, help_text="the key's first characters, to recognise it")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    rotated = models.DateTimeField(null=True, blank=True, help_text="when its key was last replaced")
+    revoked = models.DateTimeField(null=True, blank=True)
+    version = models.CharField(max_length=32, blank=True, help_text="the agent's version, as it last said")
+    kinds = ArrayField(models.CharField(max_length=16), default=list, blank=True, help_text="probe kinds it runs")
+    in_flight = models.PositiveIntegerField(default=0, help_text="jobs it was running when it last reported")
+    last_seen = models.DateTimeField(null=True, blank=True, help_text="its last call to the portal")
+
+    class Meta:
+        ordering = ["site__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["site", "name"], name="siteagent_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.site.name}/{self.name}"

@@ -17,6 +17,7 @@ the permission checks of one request cost one query; the services below drop tha
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ from django.http import Http404
 
 from .choices import Role
 from .models import Experiment, Membership, Site
+
+logger = logging.getLogger(__name__)
 
 _CACHE_ATTRIBUTE = "_sites_memberships"
 _SCOPED_ATTRIBUTE = "_sites_token_scoped"
@@ -343,4 +346,30 @@ def object_for(*, queryset: Any, user: Any, action: str = "view", **lookup: Any)
         raise Http404(f"no {queryset.model._meta.verbose_name} matches the given query")
     if action != "view" and not queryset.restrict(user, action).filter(pk=found.pk).exists():
         raise PermissionDenied(action_refusal(user=user, action=action))
+    return found
+
+
+# A site's agent (SiteAgent) is no user and holds no role: the one thing it may do is take, report and end the work
+# of its own site. Its rows (runs.AgentJob) name their site; these are the only ways an agent's view reads them.
+def agent_restrict(*, queryset: QuerySet[Any], agent: Any) -> QuerySet[Any]:
+    """The rows of `queryset` (which have a `site`) that are the agent's own site's work."""
+    return queryset.filter(site_id=agent.site_id)
+
+
+def agent_object_for(*, queryset: QuerySet[Any], agent: Any, **lookup: Any) -> Any:
+    """One row for a site's agent: a 404 when there is none, a 403 (logged, with the agent and the row) when it is
+    another site's work: an agent that asks for it is misconfigured or misbehaving, and operators should know."""
+    found = queryset.filter(**lookup).first()
+    if found is None:
+        raise Http404(f"no {queryset.model._meta.verbose_name} matches the given query")
+    if found.site_id != agent.site_id:
+        logger.warning(
+            "agent %s (site id %s) refused %s %s of site id %s",
+            agent,
+            agent.site_id,
+            queryset.model._meta.verbose_name,
+            found.pk,
+            found.site_id,
+        )
+        raise PermissionDenied(f"{queryset.model._meta.verbose_name} {found.pk} is not your site's work")
     return found

@@ -44,8 +44,8 @@ class Sweep(models.Model):
 
 class SweepStep(models.Model):
     """One link in one mode at one concurrency (a transfer run), or one link's iperf3 and path MTU (a network
-    run), from the link's source: `queue` is where its run went (`site.<SOURCE>` when that site runs a worker,
-    else the default queue: measured from the portal)."""
+    run), from the link's source: `queue` is where its run went (`agent.<SOURCE>` when that site has an agent,
+    `site.<SOURCE>` when it runs a worker, else the default queue: measured from the portal)."""
 
     sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()
@@ -72,5 +72,9 @@ class SweepStep(models.Model):
 
     @property
     def measured_from(self) -> str:
-        """Where its client ran: the source site's own worker, or the portal's default queue."""
-        return self.queue.removeprefix("site.") if self.queue.startswith("site.") else "portal"
+        """Where its client ran: the source site's agent (`agent.<SITE>`) or own worker, or the portal's default
+        queue."""
+        for prefix in ("agent.", "site."):
+            if self.queue.startswith(prefix):
+                return self.queue.removeprefix(prefix)
+        return "portal"

@@ -28,6 +28,7 @@ PACKAGES = (
     "sites",
     "common",
     "measure",
+    "agent",
 )
 
 
@@ -237,11 +238,14 @@ def _ended_run_state(value: ast.expr | None) -> bool:
 
 
 def _file_or_run_under_way(value: ast.expr | None) -> bool:
-    """A state that is not a run's end: a file's state (FileState), or a run's queued or running."""
+    """A state that is not a run's end: a file's state (FileState), an agent's job's (JobState), or a run's queued or
+    running."""
     if isinstance(value, ast.IfExp):
         return _file_or_run_under_way(value.body) and _file_or_run_under_way(value.orelse)
     if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
-        return value.value.id == "FileState" or (value.value.id == "RunState" and value.attr in RUN_STATES_UNDER_WAY)
+        return value.value.id in ("FileState", "JobState") or (
+            value.value.id == "RunState" and value.attr in RUN_STATES_UNDER_WAY
+        )
     return False
 
 

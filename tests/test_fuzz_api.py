@@ -197,3 +197,25 @@ def test_the_plan_import_takes_extreme_numbers_without_a_server_error(text: str,
     for url in ("now/", "injection-plans/", "injection-plans/?format=csv", "plan/"):
         if Challenge.objects.filter(slug="fuzzed").exists():
             assert client.get(f"/api/v1/challenges/fuzzed/{url}").status_code == 200, url
+
+
+# The agents' API with an agent's key (the coordinator's token above gets its 401s): every check, a claim waiting
+# no time when none waits (a long poll of 25 s an example would only slow the suite).
+agent_schema = schema.include(path_regex="^/api/v1/agent/")
+
+
+@pytest.fixture
+def agent_key(transactional_db: Any) -> str:
+    from sites.agents import agent_enroll
+
+    _, key = agent_enroll(site=SiteFactory(name=SITES[0]))
+    return key
+
+
+@agent_schema.parametrize()
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_every_check_passes_on_every_agent_operation(case: Any, agent_key: str) -> None:
+    positive = case.meta is not None and case.meta.generation.mode.is_positive
+    if positive and case.path.endswith("/claim/"):  # a claim with no body waits the default 25 s
+        case.body = {**(case.body if isinstance(case.body, dict) else {}), "wait": 0}
+    case.call_and_validate(headers={"Authorization": f"Agent {agent_key}"}, excluded_checks=[positive_data_acceptance])

@@ -40,6 +40,13 @@ class RunProgressSerializer(serializers.Serializer[Any]):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
+class AgentSerializer(serializers.Serializer[Any]):
+    """Which site's agent ran a run."""
+
+    site = serializers.CharField(source="site.name")
+    name = serializers.CharField()
+
+
 class RunSerializer(serializers.ModelSerializer[Run]):
     """A run as the list shows it: what was asked, by whom, and where it stands."""
 
@@ -70,9 +77,13 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "directory",
             "credential",
             "credential_scopes",
+            "agent",
         ]
         read_only_fields = fields
 
+    agent = AgentSerializer(
+        read_only=True, allow_null=True, help_text="the site's agent that ran it; null: the portal's workers"
+    )
     credential_scopes = serializers.SerializerMethodField(
         help_text="for a run with tokens: the audience and scopes asked per storage (never the token)"
     )

@@ -2,7 +2,7 @@
 
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from . import agents, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -11,5 +11,6 @@ router.register("sites", views.SiteViewSet)
 router.register("endpoints", views.StorageEndpointViewSet)
 router.register("hosts", views.NetworkHostViewSet)
 router.register("capacities", views.CapacityViewSet)
+router.register("agents", agents.SiteAgentViewSet, basename="siteagent")
 
 urlpatterns = router.urls

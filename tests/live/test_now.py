@@ -108,7 +108,7 @@ def test_the_api_gives_the_board_with_exactly_its_fields(live: Scenario) -> None
     response = client.get(f"/api/v1/challenges/{live.challenge.slug}/now/")
     assert response.status_code == 200, response.content
     body = response.json()
-    assert set(body) == {"at", "targets", "sites", "sources", "alerts"}
+    assert set(body) == {"at", "targets", "sites", "sources", "agents", "alerts"}
     rates = client.get(f"/api/v1/challenges/{live.challenge.slug}/rates/").json()["rows"][0]
     assert set(body["targets"][0]) == set(rates) | {"target", "final_verdict", "trend"}  # the rates API's row and more
     assert body["at"].endswith("Z") or body["at"].endswith("+00:00")

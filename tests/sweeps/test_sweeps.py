@@ -158,6 +158,20 @@ def test_a_sweep_that_cannot_fit_is_refused_with_the_numbers(sites: list[Any], c
     assert sweep_start(user=coordinator, data={**data, "concurrency": [10, 40]}).steps.count() == 6 + 3 * 2 * 6
 
 
+def test_a_step_from_a_site_with_an_agent_goes_to_its_agent_and_is_measured_at_that_site(
+    sites: list[Any], coordinator: Any, no_workers: dict[str, list[Any]], django_capture_on_commit_callbacks: Any
+) -> None:
+    from sites.agents import agent_enroll
+
+    agent_enroll(site=sites[1])  # B: no worker serves its queue, its agent takes its steps
+    sweep = sweep_start(user=coordinator, data=body(modes=["pull"], network=False, sites=["B", "A"]))
+    with django_capture_on_commit_callbacks(execute=True):
+        sweep_advance(sweep.pk)
+    first = sweep.steps.get(index=0)
+    assert (first.source.name, first.queue, first.measured_from) == ("B", "agent.B", "B")
+    assert no_workers["prepare"] == [(first.run_id, "agent.B")]
+
+
 def test_steps_run_one_at_a_time_each_from_its_source(sites: list[Any], coordinator: Any) -> None:
     sweep = sweep_start(user=coordinator, data=body(modes=["pull"], network=False, sites=["A", "B"]))
     steps = list(sweep.steps.order_by("index"))

@@ -109,9 +109,21 @@ class SourceNowSerializer(serializers.Serializer[Any]):
     )
 
 
+class AgentNowSerializer(serializers.Serializer[Any]):
+    site = serializers.CharField()
+    name = serializers.CharField()
+    version = serializers.CharField(help_text="as the agent last said")
+    kinds = serializers.ListField(child=serializers.CharField(), help_text="probe kinds it runs")
+    in_flight = serializers.IntegerField(help_text="jobs it was running when it last reported")
+    last_seen = serializers.DateTimeField(allow_null=True, help_text="its last call to the portal; null: never")
+    age_seconds = serializers.FloatField(help_text="since its last call (or its enrolment) at the board's minute")
+    silent = serializers.BooleanField(help_text="silent long enough for the agent_silent alert")
+
+
 class NowBoardSerializer(serializers.Serializer[Any]):
     at = serializers.DateTimeField(help_text="the board's minute (UTC): every rate ends here")
     targets = TargetNowSerializer(many=True)
     sites = SiteNowSerializer(many=True)
     sources = SourceNowSerializer(many=True)
+    agents = AgentNowSerializer(many=True, help_text="the live agents of the challenge's sites")
     alerts = AlertSerializer(many=True)
