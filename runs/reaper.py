@@ -66,7 +66,7 @@ def runs_reap(*, now: datetime | None = None, broker_lost: bool | None = None) -
             run = (
                 Run.objects.select_for_update().filter(pk=run_id, state__in=[RunState.QUEUED, RunState.RUNNING]).first()
             )
-            if run is not None and not (agents_unheard and jobs.is_agent_queue(str(run.parameters.get("queue", "")))):
+            if run is not None and not (agents_unheard and jobs.is_agent_queue(run_parameters(run).queue or "")):
                 _run_reap(run, now=now, lost_after=lost_after, resend_after=resend_after, summary=summary)
     summary.files_failed += _ended_runs_lost_files(now=now, lost_after=lost_after)
     # Tries that ended but whose worker died before storing their record.

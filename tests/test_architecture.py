@@ -300,6 +300,8 @@ NOT_A_RUNS_PARAMETERS = {
     ("sweeps.services", "sweep.parameters"): "a sweep's own JSON (what it was asked, and its steps), not a run's",
     ("sweeps.plan", "step.parameters"): "a sweep step's request being built, before run_start checks it",
     ("sweeps.plan", "plan.parameters"): "the sweep plan's own parameters (SweepPlan), not a run's",
+    ("agent.work", "parameters"): "a job's payload on the site (runs/agents/payloads.py sends the kind's to_dict): the "
+    "agent imports no Django, so not runs.kinds",
 }
 
 

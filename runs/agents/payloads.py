@@ -9,8 +9,9 @@ from typing import Any
 from ..choices import JobKind
 from ..copies import run_copies_to_delete
 from ..credentials import copy_grants, delete_grants, run_grants, test_file_grants
+from ..kinds.registry import run_parameters
+from ..kinds.transfer import TRANSFER
 from ..models import AgentJob
-from ..parameters import stall_timeout
 from ..reaper import copy_deadline_seconds
 
 
@@ -21,16 +22,17 @@ def job_payload(job: AgentJob) -> dict[str, Any]:
     if job.kind == JobKind.TRANSFER and job.file is not None:
         payload |= _transfer(job)
     elif job.kind == JobKind.PREPARE:
-        source, size = run.parameters.get("source"), int(run.parameters.get("file_size") or 0)
+        parameters = TRANSFER.parameters(run)
+        source = parameters.source
         payload |= {
             "source": source or "",
-            "file_size": size,
-            "checksum": str(run.parameters.get("checksum") or "ADLER32"),
+            "file_size": int(parameters.file_size or 0),
+            "checksum": parameters.checksum or "ADLER32",
             "test_file_grants": test_file_grants(source) if source else [],
             "grants": run_grants(run),
         }
     elif job.kind == JobKind.PROBE:
-        payload |= {"parameters": run.parameters, "grants": run_grants(run)}
+        payload |= {"parameters": run_parameters(run).to_dict(), "grants": run_grants(run)}
     elif job.kind == JobKind.COPIES_DELETE:
         wanted = run_copies_to_delete(run.pk)
         payload |= {
@@ -42,8 +44,9 @@ def job_payload(job: AgentJob) -> dict[str, Any]:
 
 
 def _transfer(job: AgentJob) -> dict[str, Any]:
-    file, parameters = job.file, job.run.parameters
+    file, parameters = job.file, TRANSFER.parameters(job.run)
     assert file is not None
+    options = parameters.copy_options()
     return {
         "file": file.pk,
         "source_url": file.source_url,
@@ -51,13 +54,13 @@ def _transfer(job: AgentJob) -> dict[str, Any]:
         "size": file.size,
         # A copy finished on a look at its destination leaves gfal2's call, which deletes the destination when it
         # expires: not for copies a run keeps (runs.tasks.transfer_file_task says the same).
-        "arrival_size": 0 if job.run.keeps_copies else file.size,
-        "copy_mode": parameters.get("copy_mode") or "",
-        "streams": int(parameters.get("streams") or 1),
-        "timeout": int(parameters.get("timeout") or 300),
-        "checksum": str(parameters.get("checksum") or "ADLER32"),
-        "stall_timeout": stall_timeout(parameters),
-        "first_byte_timeout": int(parameters.get("first_byte_timeout") or 0),
+        "arrival_size": 0 if parameters.keeps_copies else file.size,
+        "copy_mode": options["mode"] or "",
+        "streams": options["streams"],
+        "timeout": options["timeout"],
+        "checksum": options["checksum"],
+        "stall_timeout": options["stall_timeout"],
+        "first_byte_timeout": options["first_byte_timeout"],
         "hung_after": copy_deadline_seconds(parameters),
         "grants": copy_grants(file.source_url, file.destination_url),
     }
