@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "runs",
     "sweeps",
     "live",
+    "challenge_report",
     "ingest",
     "testbed",
     "portal.apps.PortalConfig",
