@@ -45,8 +45,15 @@ def _plain_links(markdown: str) -> str:
     return re.sub(r"\[([^\]]+)\]\((?!https?:)[^)]*\)", r"\1", markdown)
 
 
+def _terms(markdown: str) -> str:
+    """Definition lists ("term" then ":   what it is", which the renderers do not read) as "**term**: what it is"."""
+    return re.sub(r"^([^\n:][^\n]*)\n:   ", r"**\1**: ", markdown, flags=re.MULTILINE)
+
+
 def definitions_section() -> list[dict[str, Any]]:
     sections = _sections(_numbers_page())
-    found = [{"title": title, "markdown": _plain_links(sections[title])} for title in SECTIONS if title in sections]
-    own = "\n\n".join(f"{term}\n:   {text}" for term, text in REPORT_OWN)
+    found = [
+        {"title": title, "markdown": _terms(_plain_links(sections[title]))} for title in SECTIONS if title in sections
+    ]
+    own = "\n\n".join(f"**{term}**: {text}" for term, text in REPORT_OWN)
     return [*found, {"title": "The report's own figures", "markdown": own}]

@@ -22,6 +22,7 @@ urlpatterns = [
     path("challenges/", include("runs.urls")),
     path("challenges/", include("challenges.urls")),
     path("challenges/", include("live.urls")),
+    path("challenges/", include("challenge_report.urls")),
     path("sites/", include("sites.urls")),
     path("sweeps/", include("sweeps.urls")),
     path("results/", include("results.urls")),
