@@ -14,7 +14,15 @@ from django.contrib.auth import get_user_model
 
 from challenges.models import Activity, Challenge, Target
 from live.models import Alert
-from reports.models import Outage, Problem, SiteAction, SiteReport
+from reports.models import (
+    ExperimentAction,
+    ExperimentProblem,
+    ExperimentReport,
+    Outage,
+    Problem,
+    SiteAction,
+    SiteReport,
+)
 from results.models import OptimizerDecision, TransferRecord
 from results.services import records_store
 from runs.models import Run, RunFile
@@ -108,6 +116,16 @@ def _reports(world: World) -> None:
     SiteAction.objects.create(report=cnaf, description="Raised the WebDAV thread pool to 400", taken_at=at(160))
     SiteReport.objects.create(challenge=world.challenge, site=s["PIC"], status="accepted", notes="All fine.")
     SiteReport.objects.create(challenge=world.challenge, site=s["CERN"], status="draft", notes="DRAFT-NOT-SHOWN")
+    atlas = ExperimentReport.objects.create(
+        challenge=world.challenge, experiment=world.atlas, status="submitted",
+        narrative="ATLAS exported at **1.5 GB/s** to CNAF; PIC fell short.",
+        lessons="Ask sites for their WebDAV limits early\nTape writes need a bigger buffer",
+        next_steps="- Repeat the PIC link with 200 files in flight",
+    )  # fmt: skip
+    ExperimentProblem.objects.create(report=atlas, category="network", ticket="GGUS 157000",
+                                     description="PIC link capped at 1 GB/s")  # fmt: skip
+    ExperimentAction.objects.create(report=atlas, description="Doubled FTS actives on CERN -> PIC", taken_at=at(200))
+    ExperimentReport.objects.create(challenge=world.challenge, experiment=world.cms, narrative="CMS-DRAFT-NOT-SHOWN")
 
 
 def _sweep(world: World) -> None:
