@@ -7,4 +7,5 @@ from . import views
 app_name = "challenge_report"
 urlpatterns = [
     path("<slug:slug>/report/", views.challenge_report_page, name="page"),
+    path("<slug:slug>/report/snapshots/<int:version>/share/", views.snapshot_share, name="snapshot-share"),
 ]

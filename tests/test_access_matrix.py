@@ -310,6 +310,7 @@ API_ACTIONS: dict[str, tuple[str, str, Any]] = {
         "/api/v1/experiment-reports/",
         {"challenge": "dc", "experiment": "CMS", "narrative": "x"},
     ),
+    "make a snapshot of the challenge report": ("post", "/api/v1/challenges/dc/report/snapshots/", None),
 }
 PAGE_ACTIONS: dict[str, tuple[str, str]] = {
     "the challenge's form": ("get", "/challenges/dc/edit/"),
@@ -352,6 +353,7 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "change OWN's draft report": (401, 404, 404, 200, 200, 404, 200),
     "write ATLAS's experiment report": (401, 403, 201, 403, 201, 201, 403),
     "write CMS's experiment report": (401, 403, 403, 403, 400, 403, 403),
+    "make a snapshot of the challenge report": (401, 403, 403, 403, 201, 403, 403),
     "the challenge's form": (302, 403, 403, 403, 200, 403, 403),
     "the form of CMS's activity": (302, 403, 403, 403, 200, 403, 403),
     "delete CMS's target": (302, 403, 403, 403, 302, None, None),

@@ -17,7 +17,8 @@ from challenges.selectors import challenge_for
 from sites.permissions import PlanPermission
 
 from ..render import FORMATS
-from ..selectors import FormatError, RenderedReport, format_checked, report_now
+from ..responses import report_response
+from ..selectors import FormatError, format_checked, report_now
 
 FORMAT_PARAMETER = OpenApiParameter(
     "format",
@@ -38,16 +39,6 @@ REPORT_RESPONSES: dict[Any, Any] = {
     400: OpenApiResponse(description='{"format": ["format must be one of json, html, pdf, md, ..."]}'),
     404: OpenApiResponse(description="no such challenge (or none the caller may read)"),
 }
-
-
-def report_response(report: RenderedReport, *, inline: bool = True) -> HttpResponse:
-    """The rendered report as a download (PDF and HTML open in the browser; the zip and JSON are saved)."""
-    response = HttpResponse(report.body, content_type=report.content_type)
-    disposition = (
-        "inline" if inline and report.content_type.startswith(("text/html", "application/pdf")) else "attachment"
-    )
-    response["Content-Disposition"] = f'{disposition}; filename="{report.filename}"'
-    return response
 
 
 class JsonOnlyNegotiation(APIView):
