@@ -1,6 +1,6 @@
 """What experiments told (their reports: reports.experiments), in the report: each experiment's narrative beside its
-figures, and their lessons and next steps gathered in one section. Drafts are left out: a draft is not what an
-experiment said yet."""
+figures, and their lessons and next steps gathered in one section with the coordinators' own (ReportNotes). Drafts
+are left out: a draft is not what an experiment said yet."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from challenges.models import Challenge
 from reports.choices import ReportStatus
 from reports.experiments import experiment_reports_readable
 from reports.models import ExperimentReport
+from reports.rendering import markdown_render
+
+from .models import ReportNotes
 
 
 def experiment_reports(*, challenge: Challenge, user: Any) -> dict[str, ExperimentReport]:
@@ -49,10 +52,19 @@ def _lines(who: str, text: str) -> list[dict[str, str]]:
 
 
 def lessons_section(*, challenge: Challenge, user: Any, experiments: list[dict[str, Any]]) -> dict[str, Any]:
-    """The experiments' lessons and next steps, one a line, by experiment."""
+    """The coordinators' lessons and next steps, and the experiments', one a line, by experiment."""
     reports = experiment_reports(challenge=challenge, user=user)
     lessons, next_steps = [], []
     for name in sorted(reports, key=str.lower):
         lessons += _lines(name, reports[name].lessons)
         next_steps += _lines(name, reports[name].next_steps)
-    return {"lessons": lessons, "next_steps": next_steps, "coordinators": None}
+    notes = ReportNotes.objects.filter(challenge=challenge).first()
+    coordinators = None
+    if notes is not None and (notes.lessons or notes.next_steps):
+        coordinators = {
+            "lessons": notes.lessons,
+            "lessons_html": str(markdown_render(notes.lessons)),
+            "next_steps": notes.next_steps,
+            "next_steps_html": str(markdown_render(notes.next_steps)),
+        }
+    return {"lessons": lessons, "next_steps": next_steps, "coordinators": coordinators}

@@ -1,4 +1,4 @@
-"""The challenge report's own tables: its snapshots, frozen as they were made."""
+"""The challenge report's own tables: its snapshots, frozen as they were made, and the coordinators' notes."""
 
 from __future__ import annotations
 
@@ -36,3 +36,19 @@ class ReportSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.challenge} report v{self.version}"
+
+
+class ReportNotes(models.Model):
+    """The coordinators' own words in a challenge's report: lessons learned and next steps (Markdown), beside what
+    the experiments told."""
+
+    challenge = models.OneToOneField("challenges.Challenge", on_delete=models.CASCADE, related_name="report_notes")
+    lessons = models.TextField(blank=True, max_length=20_000, help_text="Markdown")
+    next_steps = models.TextField(blank=True, max_length=20_000, help_text="Markdown")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"the coordinators' notes on {self.challenge}"

@@ -24,7 +24,7 @@ from sites.roles import action_reach, action_refusal, user_may
 
 from .charts import figures_png
 from .content import content_json, report_content
-from .models import ReportSnapshot
+from .models import ReportNotes, ReportSnapshot
 from .render import CONTENT_TYPES, EXTENSIONS, report_html, report_markdown_zip, report_pdf
 from .selectors import RenderedReport
 
@@ -132,3 +132,14 @@ def snapshots_compare(*, earlier: ReportSnapshot, later: ReportSnapshot) -> list
                 }
             )
     return changes
+
+
+def report_notes_save(*, challenge: Challenge, user: Any, lessons: str, next_steps: str) -> ReportNotes:
+    """The coordinators' lessons and next steps for the challenge's report (the access policy's "publish")."""
+    if not user_may(user=user, action="publish"):
+        raise PermissionDenied(action_refusal(user=user, action="publish"))
+    notes, _ = ReportNotes.objects.update_or_create(
+        challenge=challenge,
+        defaults={"lessons": lessons[:20_000], "next_steps": next_steps[:20_000], "updated_by": user},
+    )
+    return notes

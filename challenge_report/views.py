@@ -15,10 +15,12 @@ from sites.roles import user_may
 
 from .charts import figures_png
 from .content import content_json, report_content
+from .models import ReportNotes
 from .render import report_context
 from .responses import report_response
 from .selectors import FormatError, format_checked
 from .snapshots import (
+    report_notes_save,
     snapshot_create,
     snapshot_publish,
     snapshot_rendered,
@@ -43,11 +45,17 @@ def _compared(request: HttpRequest, snapshots: list) -> dict | None:
 @require_http_methods(["GET", "POST"])
 @read_access
 def challenge_report_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """GET: the page; POST: make a snapshot of the report as it is now (coordinators), then the page again."""
+    """GET: the page; POST (coordinators): make a snapshot of the report as it is now, or (do=notes) save their
+    lessons and next steps; then the page again."""
     challenge = challenge_for(slug=slug, user=request.user)
     if request.method == "POST":
-        snapshot = snapshot_create(challenge=challenge, user=request.user)
-        messages.success(request, f"Snapshot {snapshot.version} made (PDF SHA-256 {snapshot.pdf_sha256[:16]}…).")
+        if request.POST.get("do") == "notes":
+            lessons, next_steps = request.POST.get("lessons", ""), request.POST.get("next_steps", "")
+            report_notes_save(challenge=challenge, user=request.user, lessons=lessons, next_steps=next_steps)
+            messages.success(request, "The lessons and next steps are saved.")
+        else:
+            snapshot = snapshot_create(challenge=challenge, user=request.user)
+            messages.success(request, f"Snapshot {snapshot.version} made (PDF SHA-256 {snapshot.pdf_sha256[:16]}…).")
         return redirect("challenge_report:page", slug=slug)
     content = content_json(report_content(challenge=challenge, user=request.user))
     snapshots = list(snapshots_readable(challenge=challenge, user=request.user).order_by("-version"))
@@ -56,6 +64,7 @@ def challenge_report_page(request: HttpRequest, slug: str) -> HttpResponse:
         "snapshots": snapshots,
         "may_publish": user_may(user=request.user, action="publish"),
         "compared": _compared(request, snapshots),
+        "notes": ReportNotes.objects.filter(challenge=challenge).first(),
     }
     return render(request, "challenge_report/page.html", context)
 

@@ -269,7 +269,7 @@ POLICY: dict[str, dict[str, str]] = {
     "report": {Role.COORDINATOR: EVERY, Role.SITE_ADMIN: SITE},  # write a site's report, comment on it
     "narrate": {Role.COORDINATOR: EVERY, Role.DDM: EXPERIMENT},  # write an experiment's report on a challenge
     "review": {Role.COORDINATOR: EVERY},  # accept a report, or ask for changes
-    "publish": {Role.COORDINATOR: EVERY},  # freeze the challenge report as a snapshot, share one by a public link
+    "publish": {Role.COORDINATOR: EVERY},  # the challenge report: its snapshots, their public links, its lessons
     "manage": {Role.COORDINATOR: EVERY},  # the registry, roles and tokens, everyone's subscriptions, the admin
 }
 ACTIONS = tuple(POLICY)

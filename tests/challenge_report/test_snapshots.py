@@ -27,8 +27,11 @@ def _client(user: Any) -> APIClient:
 def _more_records(world: World) -> None:
     """ATLAS's link CERN -> PIC gets 1 GB/s more for ten hours: its figures move, and it meets its target."""
     s = world.sites
-    records_store(records=[record(world.atlas, s["CERN"], s["PIC"], start=60 * h, end=60 * h + 60, size=3600 * GB)
-                           for h in range(10)])  # fmt: skip
+    records_store(
+        records=[
+            record(world.atlas, s["CERN"], s["PIC"], start=60 * h, end=60 * h + 60, size=3600 * GB) for h in range(10)
+        ]
+    )
 
 
 def test_a_snapshots_pdf_is_byte_identical_after_new_records_arrive(world: World) -> None:
@@ -114,3 +117,22 @@ def test_the_page_makes_and_shares_a_snapshot(world: World) -> None:
     viewer.force_login(user_with("viewer"))  # type: ignore[arg-type]
     assert viewer.post("/challenges/dc22/report/").status_code == 403
     assert "Make a snapshot now" not in viewer.get("/challenges/dc22/report/").content.decode()
+
+
+def test_coordinators_write_the_reports_lessons_and_next_steps(world: World) -> None:
+    from challenge_report.content import content_json, report_content
+
+    page = Client()
+    page.force_login(user_with("coordinator"))  # type: ignore[arg-type]
+    saved = page.post(
+        "/challenges/dc22/report/",
+        {"do": "notes", "lessons": "Book **tape drives** early", "next_steps": "DC24 at twice the rates"},
+    )
+    assert saved.status_code == 302
+    lessons = content_json(report_content(challenge=world.challenge, user=None))["lessons"]
+    assert "<strong>tape drives</strong>" in lessons["coordinators"]["lessons_html"]
+    assert lessons["coordinators"]["next_steps"] == "DC24 at twice the rates"
+    assert "Book <strong>tape drives</strong> early" in page.get("/challenges/dc22/report/").content.decode()
+    viewer = Client()
+    viewer.force_login(user_with("viewer"))  # type: ignore[arg-type]
+    assert viewer.post("/challenges/dc22/report/", {"do": "notes", "lessons": "mine"}).status_code == 403
