@@ -5,7 +5,7 @@ bytes: no time is written into the image."""
 from __future__ import annotations
 
 import io
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import matplotlib.dates as mdates
@@ -42,16 +42,29 @@ def _rate_plot(axes: Any, data: dict[str, Any]) -> None:
 
 
 def _failures_plot(axes: Any, data: dict[str, Any]) -> None:
-    bottoms: dict[datetime, float] = {}
-    width = 1 / 24  # an hour, in days
+    """Failures per hour stacked by category, drawn as filled steps (one polygon a category: a month of hours stays
+    as fast to draw as a day)."""
+    seen = sorted({_time(hour) for stack in data["stacks"] for hour in stack["hours"]})
+    # Every hour from the first to the last with failures, those without at zero (a step does not bridge a gap).
+    count = int((seen[-1] - seen[0]).total_seconds() // 3600) + 1 if seen else 0
+    hours = [seen[0] + timedelta(hours=index) for index in range(count)]
+    edges = [*hours, hours[-1] + timedelta(hours=1)] if hours else []
+    below = [0.0] * len(hours)
     for index, stack in enumerate(data["stacks"]):
-        hours = [_time(hour) for hour in stack["hours"]]
-        below = [bottoms.get(hour, 0.0) for hour in hours]
-        axes.bar(hours, stack["failures"], width=width, bottom=below, align="edge",
-                 color=COLOURS[index % len(COLOURS)], label=stack["label"])  # fmt: skip
-        for hour, count in zip(hours, stack["failures"], strict=True):
-            bottoms[hour] = bottoms.get(hour, 0.0) + count
+        counts = dict(zip((_time(hour) for hour in stack["hours"]), stack["failures"], strict=True))
+        above = [low + counts.get(hour, 0) for low, hour in zip(below, hours, strict=True)]
+        axes.fill_between(
+            edges,
+            [*below, below[-1]],
+            [*above, above[-1]],
+            step="post",
+            linewidth=0,
+            color=COLOURS[index % len(COLOURS)],
+            label=stack["label"],
+        )
+        below = above
     axes.set_ylabel("failed transfers per hour")
+    axes.set_ylim(bottom=0)
     _axes_time(axes, data["start"], data["end"])
 
 

@@ -134,7 +134,7 @@ def experiments_section(
             figures[name] = rate_figure(activity_name=activity.name, rows=activity_rows, at=at)
             names.append(name)
         anatomy = failure_anatomy(challenge=challenge, experiment=experiment, user=user)
-        if anatomy["hourly"]:
+        if anatomy["hourly"] and at > challenge.start:
             name = f"failures-{slugify(experiment.name)}.png"
             figures[name] = failures_figure(
                 experiment=experiment.name, anatomy=anatomy, start=challenge.start, end=min(challenge.end, at)

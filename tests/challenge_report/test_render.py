@@ -85,3 +85,22 @@ def test_a_running_challenges_report_says_so_on_every_page(world: World, tmp_pat
     assert pages and all("Challenge running: figures so far" in page for page in pages)
     markdown = zipfile.ZipFile(io.BytesIO(report_markdown_zip(running))).read("report.md").decode()
     assert markdown.count("> **Challenge running: figures so far") >= 5
+
+
+def test_a_challenge_not_started_yet_renders_every_format(world: World) -> None:
+    from .world import at
+
+    early = content_json(report_content(challenge=world.challenge, user=None, now=at(-60)))
+    assert early["state"] == "not started" and early["figures"] == {}
+    assert {row["verdict"] for x in early["experiments"] for row in x["targets"]} == {"not started"}
+    assert "Challenge not started: figures so far" in report_html(early)
+    assert zipfile.ZipFile(io.BytesIO(report_markdown_zip(early))).namelist() == ["report.md"]
+
+
+def test_a_challenge_name_cannot_end_the_running_heads_css_string(world: World) -> None:
+    world.challenge.name = 'DC "26" </style><script>x</script>'
+    world.challenge.save()
+    html = report_html(content_json(report_content(challenge=world.challenge, user=None)))
+    head = html.split("</style>", 1)[0]
+    assert "<script>" not in head and "\\22 26\\22 " in head
+    assert html.count("</style>") == 1 and "<script>" not in html
