@@ -424,6 +424,9 @@ _ENUM_NAMES.update(
         "AlertStateEnum": "live.choices.AlertState",
         "VerdictEnum": "results.choices.Verdict",
         "DirectionEnum": "challenges.choices.Direction",
+        # Site and experiment reports share their states and problem categories.
+        "ReportStatusEnum": "reports.choices.ReportStatus",
+        "ProblemCategoryEnum": "reports.choices.ProblemCategory",
     }
 )
 
