@@ -14,6 +14,7 @@ urlpatterns = [
     path("", include("live.api.urls")),
     path("", include("results.api.urls")),
     path("", include("reports.api.urls")),
+    path("", include("challenge_report.api.urls")),
     path("", include("ingest.api.urls")),
     path("", include("live.api.alerts.urls")),
 ]

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "runs",
     "sweeps",
     "live",
+    "challenge_report",
     "ingest",
     "testbed",
     "portal.apps.PortalConfig",
@@ -418,7 +419,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # gfal2 logs every Davix request and response header at INFO (thousands of lines an hour in a worker): quiet
     # unless asked (GFAL2_LOG_LEVEL=INFO or DEBUG to see them).
-    "loggers": {"gfal2": {"level": env.str("GFAL2_LOG_LEVEL", default="WARNING")}},
+    "loggers": {
+        "gfal2": {"level": env.str("GFAL2_LOG_LEVEL", default="WARNING")},
+        # WeasyPrint (the challenge report's PDF) says every step and page at INFO.
+        "weasyprint": {"level": "WARNING"},
+        "fontTools": {"level": "WARNING"},
+    },
 }
 
 # Live alerts' deliveries (live/delivery.py): the portal's address for links in alerts, whether webhooks may lead
@@ -444,6 +450,9 @@ _ENUM_NAMES.update(
         "AlertStateEnum": "live.choices.AlertState",
         "VerdictEnum": "results.choices.Verdict",
         "DirectionEnum": "challenges.choices.Direction",
+        # Site and experiment reports share their states and problem categories.
+        "ReportStatusEnum": "reports.choices.ReportStatus",
+        "ProblemCategoryEnum": "reports.choices.ProblemCategory",
     }
 )
 

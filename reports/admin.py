@@ -1,8 +1,18 @@
-"""Site reports in the admin, for coordinators: the report with its rows inline."""
+"""Site and experiment reports in the admin, for coordinators: each report with its rows inline."""
 
 from django.contrib import admin
 
-from .models import ObservedRate, Outage, Problem, ReportComment, SiteAction, SiteReport
+from .models import (
+    ExperimentAction,
+    ExperimentProblem,
+    ExperimentReport,
+    ObservedRate,
+    Outage,
+    Problem,
+    ReportComment,
+    SiteAction,
+    SiteReport,
+)
 
 
 class ObservedRateInline(admin.TabularInline):
@@ -37,3 +47,20 @@ class SiteReportAdmin(admin.ModelAdmin):
     search_fields = ["site__name", "challenge__slug", "notes"]
     list_select_related = ["site", "challenge"]
     inlines = [ObservedRateInline, OutageInline, ProblemInline, SiteActionInline, ReportCommentInline]
+
+
+class ExperimentProblemInline(admin.TabularInline):
+    model = ExperimentProblem
+    extra = 0
+
+
+class ExperimentActionInline(admin.TabularInline):
+    model = ExperimentAction
+    extra = 0
+
+
+@admin.register(ExperimentReport)
+class ExperimentReportAdmin(admin.ModelAdmin):
+    list_display = ["challenge", "experiment", "status", "updated_at"]
+    list_filter = ["status", "challenge"]
+    inlines = [ExperimentProblemInline, ExperimentActionInline]

@@ -10,7 +10,8 @@ from django.db import models
 from django.db.models import F, Q
 
 from challenges.models import Challenge, Target
-from sites.models import Site
+from sites.models import Experiment, Site
+from sites.roles import ExperimentRestrictedQuerySet
 
 from .choices import CommentKind, ProblemCategory, RateDirection, ReportStatus
 from .rendering import markdown_render
@@ -121,12 +122,16 @@ class Problem(models.Model):
 
     @property
     def ticket_url(self) -> str | None:
-        """The ticket as a link: a URL as given, a bare GGUS number to its GGUS page."""
-        ticket = self.ticket.strip()
-        if ticket.startswith(("https://", "http://")):
-            return ticket
-        number = ticket.removeprefix("GGUS").removeprefix("#").strip(" :#")
-        return f"https://ggus.eu/?mode=ticket_info&ticket_id={number}" if number.isdigit() else None
+        return ticket_link(self.ticket)
+
+
+def ticket_link(ticket: str) -> str | None:
+    """A ticket as a link: a URL as given, a bare GGUS number to its GGUS page."""
+    ticket = ticket.strip()
+    if ticket.startswith(("https://", "http://")):
+        return ticket
+    number = ticket.removeprefix("GGUS").removeprefix("#").strip(" :#")
+    return f"https://ggus.eu/?mode=ticket_info&ticket_id={number}" if number.isdigit() else None
 
 
 class SiteAction(models.Model):
@@ -165,3 +170,77 @@ class ReportComment(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         _rendered_on_save(self, "text", "text_html", kwargs)
         super().save(*args, **kwargs)
+
+
+class ExperimentReport(models.Model):
+    """One experiment's part of a challenge's story, written by its contacts (the access policy's "narrate": the
+    experiment's DDM role, and coordinators): its narrative, problems, actions, lessons and next steps; reviewed
+    like a site report (draft, submitted, changes requested, accepted). At most one per (challenge, experiment)."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="experiment_reports")
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="reports")
+    status = models.CharField(max_length=20, choices=ReportStatus.choices, default=ReportStatus.DRAFT)
+    narrative = models.TextField(blank=True, max_length=NOTES_LENGTH, help_text="what happened, in Markdown")
+    narrative_html = models.TextField(blank=True, editable=False, help_text="the narrative rendered and sanitised")
+    lessons = models.TextField(blank=True, max_length=TEXT_LENGTH, help_text="lessons learned, one a line")
+    next_steps = models.TextField(blank=True, max_length=TEXT_LENGTH, help_text="next steps, one a line")
+
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    # Who reads and writes it: the access policy on its experiment (sites.roles).
+    objects = ExperimentRestrictedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["challenge", "experiment__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "experiment"], name="experiment_report_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.experiment} report on {self.challenge}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        _rendered_on_save(self, "narrative", "narrative_html", kwargs)
+        super().save(*args, **kwargs)
+
+
+class ExperimentProblem(models.Model):
+    """A problem an experiment met, with its category and ticket (a GGUS number or a URL)."""
+
+    report = models.ForeignKey(ExperimentReport, on_delete=models.CASCADE, related_name="problems")
+    category = models.CharField(max_length=20, choices=ProblemCategory.choices)
+    ticket = models.CharField(max_length=300, blank=True, help_text="GGUS ticket number or URL")
+    description = models.TextField(max_length=TEXT_LENGTH)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.category}: {self.description[:60]}"
+
+    @property
+    def ticket_url(self) -> str | None:
+        return ticket_link(self.ticket)
+
+
+class ExperimentAction(models.Model):
+    """Something the experiment did, and when."""
+
+    report = models.ForeignKey(ExperimentReport, on_delete=models.CASCADE, related_name="actions")
+    description = models.CharField(max_length=500)
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["taken_at", "id"]
+
+    def __str__(self) -> str:
+        return self.description

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make this Debian 12 machine able to run the portal, idempotently and fast when nothing is missing:
 #  1. the apt packages (gfal2 and plugins with the Python binding, XRootD, nginx+WebDAV, iperf3, PostgreSQL,
-#     Redis, Chromium for browser tests, openssl, RabbitMQ for the STOMP consumer's tests);
+#     Redis, Chromium for browser tests, openssl, RabbitMQ for the STOMP consumer's tests, pango for WeasyPrint's
+#     PDF of the challenge report and poppler's pdftotext/pdftoppm to read it back);
 #  2. .venv from Debian's Python 3.11 with --system-site-packages, the route by which Debian's python3-gfal2
 #     is importable (PyPI's gfal2-python does not build against gfal2 2.21; see shared/notes);
 #  3. the pinned Python dependencies, reinstalled only when requirements*.txt change.
@@ -16,6 +17,7 @@ APT_PACKAGES=(
   nginx libnginx-mod-http-dav-ext iperf3 iputils-tracepath openssl
   postgresql redis-server chromium fonts-liberation
   rabbitmq-server
+  libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 poppler-utils
 )
 
 missing=()

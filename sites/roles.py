@@ -270,7 +270,9 @@ POLICY: dict[str, dict[str, str]] = {
     "send": {Role.COORDINATOR: EVERY, Role.DDM: EXPERIMENT},  # transfer records and FTS optimizer decisions
     "register": {Role.COORDINATOR: EVERY, Role.SITE_ADMIN: SITE},  # a site's registry rows: its fields, endpoints...
     "report": {Role.COORDINATOR: EVERY, Role.SITE_ADMIN: SITE},  # write a site's report, comment on it
+    "narrate": {Role.COORDINATOR: EVERY, Role.DDM: EXPERIMENT},  # write an experiment's report on a challenge
     "review": {Role.COORDINATOR: EVERY},  # accept a report, or ask for changes
+    "publish": {Role.COORDINATOR: EVERY},  # the challenge report: its snapshots, their public links, its lessons
     "manage": {Role.COORDINATOR: EVERY},  # the registry, roles and tokens, everyone's subscriptions, the admin
 }
 ACTIONS = tuple(POLICY)

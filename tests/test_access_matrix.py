@@ -26,7 +26,7 @@ from rest_framework.test import APIClient
 
 from challenges.models import Activity, Challenge, Target
 from live.models import Alert, AlertDelivery
-from reports.models import SiteReport
+from reports.models import ExperimentReport, SiteReport
 from results.models import FailureRule, TransferRecord
 from results.services import records_store
 from runs.models import Run
@@ -121,6 +121,8 @@ def world() -> dict[str, Any]:
         queue="default",
     )  # fmt: skip
     report = SiteReport.objects.create(challenge=challenge, site=own, notes="all fine")
+    ExperimentReport.objects.create(challenge=challenge, experiment=cms, status="submitted",
+                                    narrative=f"{HIDDEN} told its story")  # fmt: skip
     return {
         "atlas": atlas,
         "own": own,
@@ -298,6 +300,17 @@ API_ACTIONS: dict[str, tuple[str, str, Any]] = {
     "change OWN's site": ("patch", "/api/v1/sites/{own_site}/", {"country": "FR"}),
     "write OTHER's report": ("post", "/api/v1/reports/", {"challenge": "dc", "site": "OTHER", "notes": "x"}),
     "change OWN's draft report": ("patch", "/api/v1/reports/{own_report}/", {"notes": "changed"}),
+    "write ATLAS's experiment report": (
+        "post",
+        "/api/v1/experiment-reports/",
+        {"challenge": "dc", "experiment": "ATLAS", "narrative": "x"},
+    ),
+    "write CMS's experiment report": (
+        "post",
+        "/api/v1/experiment-reports/",
+        {"challenge": "dc", "experiment": "CMS", "narrative": "x"},
+    ),
+    "make a snapshot of the challenge report": ("post", "/api/v1/challenges/dc/report/snapshots/", None),
 }
 PAGE_ACTIONS: dict[str, tuple[str, str]] = {
     "the challenge's form": ("get", "/challenges/dc/edit/"),
@@ -338,6 +351,9 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "change OWN's site": (401, 403, 403, 200, 200, 403, 200),
     "write OTHER's report": (401, 403, 403, 403, 201, 403, 403),
     "change OWN's draft report": (401, 404, 404, 200, 200, 404, 200),
+    "write ATLAS's experiment report": (401, 403, 201, 403, 201, 201, 403),
+    "write CMS's experiment report": (401, 403, 403, 403, 400, 403, 403),
+    "make a snapshot of the challenge report": (401, 403, 403, 403, 201, 403, 403),
     "the challenge's form": (302, 403, 403, 403, 200, 403, 403),
     "the form of CMS's activity": (302, 403, 403, 403, 200, 403, 403),
     "delete CMS's target": (302, 403, 403, 403, 302, None, None),

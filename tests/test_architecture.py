@@ -18,6 +18,7 @@ MAX_FUNCTION_LINES = 80
 PACKAGES = (
     "portal",
     "testbed",
+    "challenge_report",
     "sweeps",
     "live",
     "runs",

@@ -1,0 +1,90 @@
+"""The report's content (JSON): every section of the outline, and the targets' figures equal to the rates API's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from challenge_report.content import content_json, report_content
+
+from .world import World, user_with
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user: Any) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_every_target_row_equals_the_rates_apis(world: World) -> None:
+    user = user_with("viewer")
+    content = content_json(report_content(challenge=world.challenge, user=user))
+    rates = _client(user).get("/api/v1/challenges/dc22/rates/").json()["rows"]
+    report_rows = {row["id"]: row for section in content["experiments"] for row in section["targets"]}
+    assert len(rates) == 4
+    assert report_rows == {row["id"]: row for row in rates}
+
+
+def test_the_content_holds_every_section_of_the_outline(world: World) -> None:
+    content = content_json(report_content(challenge=world.challenge, user=None))
+    assert content["state"] == "finished" and content["so_far"] is False and content["notice"] is None
+    intro = content["introduction"]
+    assert intro["experiments"] == ["ATLAS", "CMS"]
+    assert intro["sites"] == ["CERN", "CNAF", "PIC", "TAPE-T1"]
+    assert [a["name"] for a in intro["activities"]] == ["atlas-dt", "atlas-tape", "cms-dt"]
+    atlas, cms = content["experiments"]
+    assert (atlas["experiment"], cms["experiment"]) == ("ATLAS", "CMS")
+    assert atlas["failures"]["failures"] == 3
+    assert atlas["failures"]["fts_causes"][0] == {
+        "category": "TRANSFER", "scope": "DESTINATION", "phase": "TRANSFER", "failures": 3,
+    }  # fmt: skip
+    assert len(atlas["figures"]) == 3 and all(name in content["figures"] for name in atlas["figures"])
+    central = content["central_services"]
+    pic = next(link for link in central["links"] if link["destination"] == "PIC")
+    assert pic["decisions"] == 2 and pic["limits_seen"] == {"destination": 1, "fts_max_active": 1}
+    assert central["fts_failures"][0]["failures"] == 3
+    sites = {site["site"]: site for site in content["sites"]}
+    assert sites["TAPE-T1"]["tape"] and sites["TAPE-T1"]["tape_runs"][0]["mode"] == "DT"
+    cnaf = sites["CNAF"]["report"]
+    assert cnaf["outages"][0]["reason"] == "StoRM frontend restarted"
+    assert cnaf["problems"][0]["ticket_url"] == "https://ggus.eu/?mode=ticket_info&ticket_id=156789"
+    assert sites["CERN"]["report"] is None  # a draft is not what a site said yet
+    into_cnaf = {row["experiment"]: row for row in sites["CNAF"]["traffic"]}
+    assert into_cnaf["ATLAS"]["in_volume"] == pytest.approx(10 * 3600 * 1.5e9)  # the sweep counts for no activity
+    kinds = [event["kind"] for event in content["timeline"]]
+    assert kinds == ["outage began", "alert opened", "alert acknowledged", "outage ended", "alert resolved",
+                     "site action"]  # fmt: skip
+    (sweep,) = content["network"]
+    assert sweep["functional"][0]["rows"][0]["cells"][0]["ok"] is True
+    assert sweep["throughput"][0]["rows"][0]["cells"][0]["aggregate_rate"] == pytest.approx(4e9 / 60)
+    assert sweep["network"]["rows"][0]["source"] == "CNAF"
+    summary = content["summary"]
+    assert summary["total"]["targets"] == 4
+    assert {row["experiment"] for row in summary["by_experiment"]} == {"ATLAS", "CMS"}
+    titles = [section["title"] for section in content["definitions"]]
+    assert "Target versus achieved" in titles and "stable rate" in content["definitions"][1]["markdown"]
+
+
+def test_a_ddm_service_reads_only_its_experiments_part(world: World) -> None:
+    user = user_with("ddm", experiment=world.cms)
+    content = content_json(report_content(challenge=world.challenge, user=user))
+    assert [section["experiment"] for section in content["experiments"]] == ["CMS"]
+    assert "ATLAS" not in str(content["central_services"]["injection_plans"])
+    assert all(event["kind"] != "alert opened" for event in content["timeline"])
+    assert content["network"] == []
+
+
+def test_a_running_challenge_is_reported_so_far(world: World) -> None:
+    from datetime import timedelta
+
+    from .world import at
+
+    content = content_json(report_content(challenge=world.challenge, user=None, now=at(300) + timedelta(seconds=5)))
+    assert content["state"] == "running" and content["so_far"] is True
+    assert content["notice"] == "Challenge running: figures so far, at 2022-03-14 05:00 UTC"
+    rows = [row for section in content["experiments"] for row in section["targets"]]
+    assert all(row["so_far"] is not None for row in rows if row["activity"] != "atlas-tape")
