@@ -27,6 +27,7 @@ from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections
 from django.db import connection as db_connection
 
+from .messages import fts_message_decode
 from .services import IngestResult, InvalidItem, ingest_items
 
 log = logging.getLogger(__name__)
@@ -115,9 +116,12 @@ class _Listener(stomp.ConnectionListener):
         self.lost.set()
 
 
-def message_items(body: bytes) -> list[Any]:
-    """The items of one STOMP message: one JSON object (FTS ends it with an EOT, \\x04) or an array of them."""
+def message_items(body: bytes, *, format: str = "") -> list[Any]:
+    """The items of one STOMP message: one JSON object (FTS ends it with an EOT, \\x04) or an array of them. FTS
+    messages are decoded into the fields the parser reads (ingest.messages)."""
     text = body.strip().rstrip(b"\x04").strip()
+    if format == "fts" and text[:1] == b"{" and (message := fts_message_decode(text)) is not None:
+        return [message]
     try:
         loaded = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
@@ -257,7 +261,7 @@ class StompConsumer:
     def _store(self, connection: stomp.Connection, batch: list[_Delivery]) -> None:
         items: list[Any] = []
         for delivery in batch:
-            items.extend(message_items(delivery.body))
+            items.extend(message_items(delivery.body, format=self.config.format))
         close_old_connections()
         result = ingest_items(
             format=self.config.format,
