@@ -114,7 +114,7 @@ def test_a_row_that_records_name_cannot_be_deleted_in_sql(world: dict[str, Any],
     assert TransferRecord.objects.count() == 1
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 @pytest.mark.parametrize("table", ["sites_site", "sites_experiment", "sites_storageendpoint", "runs_run"])
 def test_a_table_that_records_name_cannot_be_truncated(world: dict[str, Any], table: str) -> None:
     record_rows_store(rows=[row(world, 0, run_id=world["run"].pk)])
