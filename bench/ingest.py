@@ -303,6 +303,45 @@ def load_average() -> str:
     return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a live process (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(*, parents: list[int], database: str) -> tuple[float, float]:
+    """CPU seconds so far of the children of `parents` (gunicorn's workers, or the consumers themselves) and of the
+    PostgreSQL backends connected to `database` but this process's: what the work cost, whatever else runs on the
+    machine (the wall-clock rates move with the load, the CPU per message much less)."""
+    from django.db import connection
+
+    children = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()]
+    python = 0.0
+    for pid in children:
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid in parents:
+            python += _cpu_seconds(pid)
+    python += sum(_cpu_seconds(pid) for pid in parents if pid != os.getpid())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [database])
+        backends = [row[0] for row in cursor.fetchall()]
+    return python, sum(_cpu_seconds(pid) for pid in backends)
+
+
+def cpu_text(*, python: float, postgres: float, messages: int) -> str:
+    per_message = (python + postgres) / messages * 1e6
+    return (
+        f"CPU per message {per_message:.0f} us (Python {python / messages * 1e6:.0f}, PostgreSQL "
+        f"{postgres / messages * 1e6:.0f}): {2e6 / per_message:,.0f} messages/s on 2 idle cores at most"
+    )
+
+
 def files_stored() -> int:
     """Records stored so far, from the hourly rollup (every bench message ends ok or failed): a read of a few
     thousand rows, cheap enough to poll while the consumer works, where a count of the records would not be."""
@@ -313,11 +352,11 @@ def files_stored() -> int:
         return int(cursor.fetchone()[0])
 
 
-def stomp_run(*, database_url: str, first: int, messages: int, batch: int, consumers: int) -> tuple[float, int]:
+def stomp_run(*, database_url: str, first: int, messages: int, batch: int, consumers: int) -> tuple[float, int, str]:
     """The STOMP path: `messages` FTS messages (from the `first`-th, one JSON message per STOMP message as FTS
     publishes them) queued in a private RabbitMQ (tests/ingest/broker.py) before the clock starts, then `consumers`
     processes of `manage.py consume` (batches of `batch`) on the queue. The clock runs from the first batch stored
-    (the consumers' start-up is left out) to the last; returns (messages/s, messages stored)."""
+    (the consumers' start-up is left out) to the last; returns (messages/s, messages stored, their CPU)."""
     import orjson
     from scale_stomp import QUEUE, _publish, _rabbit
 
@@ -336,14 +375,20 @@ def stomp_run(*, database_url: str, first: int, messages: int, batch: int, consu
             processes.append(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
         started: tuple[float, int] | None = None
         stored, deadline = 0, time.monotonic() + 900
+        pids, database = [process.pid for process in processes], database_url.rsplit("/", 1)[1]
         while stored < messages and time.monotonic() < deadline:
             time.sleep(0.05)
             stored = files_stored() - before
             if stored and started is None:
                 started = (time.monotonic(), stored)
+                cpu_started = cpu_of(parents=pids, database=database)
         if started is None or stored <= started[1]:
-            return 0.0, stored
-        return (stored - started[1]) / (time.monotonic() - started[0]), stored
+            return 0.0, stored, ""
+        seconds = time.monotonic() - started[0]
+        python, postgres = cpu_of(parents=pids, database=database)
+        python, postgres = python - cpu_started[0], postgres - cpu_started[1]
+        cpu = cpu_text(python=python, postgres=postgres, messages=stored - started[1])
+        return (stored - started[1]) / seconds, stored, cpu
     finally:
         for process in processes:
             process.terminate()
@@ -401,8 +446,12 @@ def main() -> None:
     log = ROOT / "var" / "bench-ingest-gunicorn.log"
     log.parent.mkdir(exist_ok=True)
     server = server_start(port, database_url, args.workers, log)
+    database = database_url.rsplit("/", 1)[1]
     try:
+        cpu_started = cpu_of(parents=[server.pid], database=database)
         seconds, totals = post_all(bodies, port=port, key=key, clients=args.clients)
+        python, postgres = cpu_of(parents=[server.pid], database=database)
+        python, postgres = python - cpu_started[0], postgres - cpu_started[1]
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
@@ -419,6 +468,7 @@ def main() -> None:
         f"({args.workers} gunicorn workers, {args.clients} clients; load average {load_average()}); "
         f"accepted {totals['accepted']:,}, duplicates {totals['duplicates']:,}, rejected {totals['rejected']:,}"
     )
+    print(f"API {cpu_text(python=python, postgres=postgres, messages=args.messages)}")
     print(f"stored: {stored:,} records; rollup files ok {files['ok']:,}, failed {files['failed']:,}")
     attributed = TransferRecord.objects.filter(activity__isnull=False).count()
     print(f"attributed to the plan's {args.activities} activities: {attributed:,} records")
@@ -435,7 +485,7 @@ def main() -> None:
     stomp_messages = args.messages if args.stomp_messages is None else args.stomp_messages
     if stomp_messages:
         connection.close()
-        stomp_rate, stomp_stored = stomp_run(
+        stomp_rate, stomp_stored, stomp_cpu = stomp_run(
             database_url=database_url,
             first=args.messages,
             messages=stomp_messages,
@@ -447,6 +497,7 @@ def main() -> None:
             f"stored {stomp_stored:,} of {stomp_messages:,}); ratio STOMP / API: {stomp_rate / api_rate:.2f} "
             f"(goal: >= 0.8); load average {load_average()}"
         )
+        print(f"STOMP {stomp_cpu}")
     print(f"load average after: {load_average()}")
 
 
