@@ -147,7 +147,10 @@ class StompConsumer:
     def _connect(self) -> tuple[stomp.Connection, _Listener]:
         config = self.config
         self._generation += 1
-        connection = stomp.Connection([(config.host, config.port)], heartbeats=(4000, 4000), vhost=config.vhost)
+        # auto_decode=False: bodies stay bytes, as the decoders read them (not decoded to text and encoded again).
+        connection = stomp.Connection(
+            [(config.host, config.port)], heartbeats=(4000, 4000), vhost=config.vhost, auto_decode=False
+        )
         listener = _Listener(self._deliveries, self._generation)
         connection.set_listener("ingest", listener)
         # Not connect(wait=True): stomp.py then waits without a time limit, and a broker that accepts the socket
