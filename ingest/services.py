@@ -16,6 +16,7 @@ from results.store.rollups import ROLLUP_COLUMNS, rollup_add_sql
 from results.store.rows import RecordRow
 from sites.roles import action_reach
 
+from .messages import FtsMessage, fts_message_decode, fts_messages_decode
 from .optimizer import optimizer_items_ingest
 from .parsers import FORMATS, ItemError, Registry, Skip, parse_fts, parse_perfsonar, parse_rucio
 
@@ -33,18 +34,26 @@ class InvalidItem:
     error: str
 
 
-def items_from_body(body: bytes, *, ndjson: bool) -> list[Any]:
-    """The items of a body: a JSON array, or one JSON value per non-blank line (NDJSON)."""
+def items_from_body(body: bytes, *, ndjson: bool, format: str = "") -> list[Any]:
+    """The items of a body: a JSON array, or one JSON value per non-blank line (NDJSON). FTS messages (format "fts")
+    are decoded into the fields the parser reads (ingest.messages), when the body (or line) is made of them."""
+    fast = format == "fts"
     if ndjson:
         items: list[Any] = []
         for line in body.splitlines():
             if not line.strip():
+                continue
+            message = fts_message_decode(line) if fast else None
+            if message is not None:
+                items.append(message)
                 continue
             try:
                 items.append(orjson.loads(line))
             except orjson.JSONDecodeError as exc:
                 items.append(InvalidItem(f"not JSON: {exc}"))
         return items
+    if fast and (messages := fts_messages_decode(body)) is not None:
+        return messages  # type: ignore[return-value]
     try:
         loaded = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -115,7 +124,7 @@ def ingest_items(
     records: list[RecordRow] = []
     for index, item in enumerate(items):
         try:
-            if type(item) is not dict:  # JSON objects are dicts: the checks below only for the others
+            if type(item) is not dict and type(item) is not FtsMessage:  # JSON objects: the checks only for others
                 if isinstance(item, InvalidItem):
                     raise ItemError(item.error)
                 if not isinstance(item, Mapping):
@@ -254,7 +263,7 @@ def ingest_lines(
 
     def flush() -> IngestResult:
         result = IngestResult()
-        items = items_from_body(b"\n".join(batch), ndjson=True)
+        items = items_from_body(b"\n".join(batch), ndjson=True, format=format)
         stored = ingest_items(
             format=format, items=items, user=None, registry=registry, default_experiment=default_experiment
         )

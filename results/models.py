@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
@@ -19,22 +21,24 @@ ERROR_MESSAGE_LENGTH = 2000
 URL_LENGTH = 4096
 
 
+# A record's references but its activity: checked by triggers, not foreign keys (below).
+_REFERENCE: dict[str, Any] = {"null": True, "blank": True, "related_name": "+", "db_constraint": False}
+
+
 class TransferRecord(models.Model):
     """One file transfer, whatever produced it. Its bytes count spread uniformly over its real [start, end)."""
 
-    # No index of its own for the experiment and the run: (experiment, start) and record_run_state serve every query
-    # on them (and the deletion checks), and each index more is kept on every ingested row.
-    experiment = models.ForeignKey(
-        Experiment, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
-    )
-    source_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
-    destination_site = models.ForeignKey(Site, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
-    source_endpoint = models.ForeignKey(
-        StorageEndpoint, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    destination_endpoint = models.ForeignKey(
-        StorageEndpoint, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
+    # The references are checked by triggers once per statement (migration 0020: the distinct ids of a batch, locked
+    # FOR KEY SHARE; deleting what records name is refused), not by foreign keys, which check every row and key on
+    # its own. No index of its own for the experiment, the source site and the run: (experiment, start), (source_site,
+    # destination_site, end) and record_run_state serve every query on them and the deletion checks; each index more
+    # is kept on every ingested row. The destination site's and the endpoints' serve the deletion checks (and Django's
+    # SET_NULL of an endpoint that goes).
+    experiment = models.ForeignKey(Experiment, on_delete=models.PROTECT, **_REFERENCE, db_index=False)
+    source_site = models.ForeignKey(Site, on_delete=models.PROTECT, **_REFERENCE, db_index=False)
+    destination_site = models.ForeignKey(Site, on_delete=models.PROTECT, **_REFERENCE)
+    source_endpoint = models.ForeignKey(StorageEndpoint, on_delete=models.SET_NULL, **_REFERENCE)
+    destination_endpoint = models.ForeignKey(StorageEndpoint, on_delete=models.SET_NULL, **_REFERENCE)
     source_url = models.TextField(blank=True)
     destination_url = models.TextField(blank=True)
     bytes = models.PositiveBigIntegerField()
@@ -56,7 +60,13 @@ class TransferRecord(models.Model):
     source_host = models.CharField(max_length=255, blank=True, help_text="host of source_url, to match sites")
     destination_host = models.CharField(max_length=255, blank=True, help_text="host of destination_url")
     run = models.ForeignKey(
-        "runs.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="records", db_index=False
+        "runs.Run",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="records",
+        db_index=False,
+        db_constraint=False,
     )
     attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try of this file in its run")
     # The activity the record counts for (results.store.attribution decides; NULL: none). No database constraint and no

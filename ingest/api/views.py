@@ -69,7 +69,8 @@ class IngestView(APIView):
             return too_big
         content_type = (request.content_type or "").split(";")[0].strip().lower()
         try:
-            items = items_from_body(body, ndjson=content_type in ("application/x-ndjson", "application/jsonl"))
+            ndjson = content_type in ("application/x-ndjson", "application/jsonl")
+            items = items_from_body(body, ndjson=ndjson, format=self.format)
         except BodyError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         result = ingest_items(format=self.format, items=items, user=request.user)

@@ -38,32 +38,46 @@ _ACTIVITY = Activity._meta.db_table
 _TARGET = Target._meta.db_table
 
 # The activity each record of {table} (rows chosen by {where}, named by their {key}) counts for by rules 2-3; rows
-# no activity claims are absent. DISTINCT ON keeps the first candidate of each row in the order of rule 3.
+# no activity claims are absent. The activities a flow may count for (rule 2 but the window: experiment, sites, DDM
+# activity) are found once per distinct flow of the records, then each record keeps those whose window overlaps
+# its own; DISTINCT ON keeps the first candidate of each record in the order of rule 3.
 # Activities that claim no records (challenges.choices.UNCLAIMING_KINDS: a network target is measured by its iperf3
 # runs), as SQL literals of the code's own constants.
 _UNCLAIMING = ", ".join(f"'{kind.value}'" for kind in UNCLAIMING_KINDS)
 _CHOSEN = f"""
-SELECT DISTINCT ON (r.{{key}}) r.{{key}} AS rid, a.id AS activity_id
-FROM {{table}} AS r
-JOIN {_ACTIVITY} AS a
-  ON a.experiment_id = r.experiment_id AND a.start <= r."end" AND r.start < a."end"
-CROSS JOIN LATERAL (
-    SELECT bool_or(t.site_id IS NULL) AS on_link
-    FROM {_TARGET} AS t
-    WHERE t.activity_id = a.id AND (
-        (t.direction = 'in' AND t.site_id = r.destination_site_id)
-        OR (t.direction = 'out' AND t.site_id = r.source_site_id)
-        OR (t.site_id IS NULL AND t.link_from_id = r.source_site_id AND t.link_to_id = r.destination_site_id))
-) AS flow
-WHERE ({{where}}) AND r.run_id IS NULL AND flow.on_link IS NOT NULL AND a.kind NOT IN ({_UNCLAIMING})
-  AND (cardinality(a.ddm_activities) = 0
-       OR EXISTS (SELECT 1 FROM unnest(a.ddm_activities) AS d WHERE lower(d) = lower(r.ddm_activity)))
-ORDER BY r.{{key}},
-    cardinality(a.ddm_activities) > 0 DESC,
-    (a.start <= r.start + (r."end" - r.start) / 2 AND r.start + (r."end" - r.start) / 2 < a."end") DESC,
-    flow.on_link DESC,
-    a."end" - a.start,
-    a.id
+WITH chosen_records AS MATERIALIZED (
+    SELECT r.{{key}} AS rid, r.experiment_id, coalesce(r.source_site_id, 0) AS source_id,
+           coalesce(r.destination_site_id, 0) AS destination_id, r.ddm_activity, r.start, r."end"
+    FROM {{table}} AS r
+    WHERE ({{where}}) AND r.run_id IS NULL AND r.experiment_id IS NOT NULL
+), flows AS MATERIALIZED (
+    SELECT f.experiment_id, f.source_id, f.destination_id, f.ddm_activity, a.id AS activity_id, a.start, a."end",
+           cardinality(a.ddm_activities) > 0 AS named, flow.on_link
+    FROM (SELECT DISTINCT experiment_id, source_id, destination_id, ddm_activity FROM chosen_records) AS f
+    JOIN {_ACTIVITY} AS a ON a.experiment_id = f.experiment_id
+    CROSS JOIN LATERAL (
+        SELECT bool_or(t.site_id IS NULL) AS on_link
+        FROM {_TARGET} AS t
+        WHERE t.activity_id = a.id AND (
+            (t.direction = 'in' AND t.site_id = f.destination_id)
+            OR (t.direction = 'out' AND t.site_id = f.source_id)
+            OR (t.site_id IS NULL AND t.link_from_id = f.source_id AND t.link_to_id = f.destination_id))
+    ) AS flow
+    WHERE flow.on_link IS NOT NULL AND a.kind NOT IN ({_UNCLAIMING})
+      AND (cardinality(a.ddm_activities) = 0
+           OR EXISTS (SELECT 1 FROM unnest(a.ddm_activities) AS d WHERE lower(d) = lower(f.ddm_activity)))
+)
+SELECT DISTINCT ON (r.rid) r.rid, c.activity_id
+FROM chosen_records AS r
+JOIN flows AS c
+  ON c.experiment_id = r.experiment_id AND c.source_id = r.source_id AND c.destination_id = r.destination_id
+ AND c.ddm_activity = r.ddm_activity AND c.start <= r."end" AND r.start < c."end"
+ORDER BY r.rid,
+    c.named DESC,
+    (c.start <= r.start + (r."end" - r.start) / 2 AND r.start + (r."end" - r.start) / 2 < c."end") DESC,
+    c.on_link DESC,
+    c."end" - c.start,
+    c.activity_id
 """
 
 
@@ -82,13 +96,15 @@ _APPLY = "UPDATE results_transferrecord AS r SET activity_id = m.activity_id FRO
 
 
 def batch_attribute_sql() -> None:
-    """Give the ingested rows of the writer's record_batch (no run) their activity, before they are inserted."""
+    """Give the rows of the writer's record_batch that won their keys (results.store.keys: record_claim) the
+    activity they count for, in record_claim.activity_id; rows no activity claims (and a run's) keep NULL there."""
+    won = "r.ord IN (SELECT ord FROM record_claim WHERE won)"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE record_batch AS b SET activity_id = c.activity_id
-            FROM ({_CHOSEN.format(key="ord", table="record_batch", where="TRUE")}) AS c
-            WHERE b.ord = c.rid
+            UPDATE record_claim AS w SET activity_id = c.activity_id
+            FROM ({_CHOSEN.format(key="ord", table="record_batch", where=won)}) AS c
+            WHERE w.ord = c.rid
             """
         )
 

@@ -5,11 +5,13 @@ origin id), and (experiment, transfer key) when the transfer key is not blank; r
 group (NULL is not distinct). Each is kept as the md5 of its parts (a uuid: 16 bytes, whatever the length of the
 ids), prefixed by its kind so that the two never meet.
 
-A batch (the temporary table record_batch, each row numbered by `ord`) claims its keys with INSERT ... ON CONFLICT
-DO NOTHING, ordered by key so that concurrent writers meet common keys in one order: a writer that meets a key
-another one has claimed waits for it to commit, then skips the row, as it did on the unique indexes. A row is new
-when it claimed its origin key and, if it has one, its transfer key, and is the first of the batch to hold them; a
-row that claimed its origin key but lost its transfer key gives its origin key back.
+A batch (the temporary table record_batch, each row numbered by `ord`) claims its keys in one statement: every key
+it wants (the origin key of the first row of the batch holding it, the transfer key of the first of those rows
+holding it) goes into results_recordkey with INSERT ... ON CONFLICT DO NOTHING, ordered by key so that concurrent
+writers meet common keys in one order: a writer that meets a key another one has claimed waits for it to commit, then
+skips the row, as it did on the unique indexes. A row is new (won) when it claimed its origin key and, if it has one,
+its transfer key; the keys claimed by rows that did not win (a new origin id of a transfer already stored, a new
+transfer key of an origin id already stored) are given back, a second statement that only such batches run.
 """
 
 from __future__ import annotations
@@ -22,51 +24,60 @@ ORIGIN_KEY = (
 )
 TRANSFER_KEY = "md5('t' || chr(31) || coalesce({r}.experiment_id::text, '') || chr(31) || {r}.transfer_key)::uuid"
 
+# record_claim: one row per origin key of the batch (its first row), whether it claimed that key, its transfer key,
+# whether it claimed that one (only the first of these rows holding a transfer key tries), whether it won.
 _CLAIM = f"""
 CREATE TEMP TABLE record_claim ON COMMIT DROP AS
-WITH keyed AS (
+WITH keyed AS MATERIALIZED (
     SELECT b.ord, {ORIGIN_KEY.format(r="b")} AS origin_key,
            CASE WHEN b.transfer_key <> '' THEN {TRANSFER_KEY.format(r="b")} END AS transfer_key
     FROM record_batch AS b
+), origin_first AS MATERIALIZED (
+    SELECT DISTINCT ON (origin_key) ord, origin_key, transfer_key FROM keyed ORDER BY origin_key, ord
+), transfer_first AS MATERIALIZED (
+    -- among the rows whose origin key is not stored (a row that loses it leaves the transfer key to the next)
+    SELECT DISTINCT ON (transfer_key) ord, transfer_key
+    FROM origin_first AS o
+    WHERE transfer_key IS NOT NULL AND NOT EXISTS (SELECT FROM results_recordkey AS k WHERE k.key = o.origin_key)
+    ORDER BY transfer_key, ord
 ), claimed AS (
     INSERT INTO results_recordkey (key)
-    SELECT origin_key FROM keyed ORDER BY origin_key
+    SELECT key FROM (SELECT origin_key FROM origin_first UNION ALL SELECT transfer_key FROM transfer_first) AS k (key)
+    ORDER BY key
     ON CONFLICT DO NOTHING
     RETURNING key
+), flags AS (
+    SELECT o.ord, o.origin_key, o.transfer_key, oc.key IS NOT NULL AS origin_claimed,
+           tc.key IS NOT NULL AS transfer_claimed
+    FROM origin_first AS o
+    LEFT JOIN claimed AS oc ON oc.key = o.origin_key
+    LEFT JOIN transfer_first AS t ON t.ord = o.ord
+    LEFT JOIN claimed AS tc ON tc.key = t.transfer_key
 )
-SELECT DISTINCT ON (k.origin_key) k.ord, k.origin_key, k.transfer_key
-FROM keyed AS k JOIN claimed AS c ON c.key = k.origin_key
-ORDER BY k.origin_key, k.ord
+SELECT ord, origin_key, transfer_key, origin_claimed, transfer_claimed,
+       origin_claimed AND (transfer_key IS NULL OR transfer_claimed) AS won, NULL::bigint AS activity_id
+FROM flags
 """
-_CLAIM_TRANSFER = """
-CREATE TEMP TABLE record_won ON COMMIT DROP AS
-WITH claimed AS (
-    INSERT INTO results_recordkey (key)
-    SELECT DISTINCT transfer_key FROM record_claim WHERE transfer_key IS NOT NULL ORDER BY transfer_key
-    ON CONFLICT DO NOTHING
-    RETURNING key
-), first AS (
-    SELECT DISTINCT ON (r.transfer_key) r.ord
-    FROM record_claim AS r JOIN claimed AS c ON c.key = r.transfer_key
-    ORDER BY r.transfer_key, r.ord
-)
-SELECT ord FROM record_claim WHERE transfer_key IS NULL
-UNION ALL
-SELECT ord FROM first
+_COUNTS = """
+SELECT count(*) FILTER (WHERE won), count(*) FILTER (WHERE NOT won AND (origin_claimed OR transfer_claimed))
+FROM record_claim
 """
 _GIVE_BACK = """
 DELETE FROM results_recordkey
-WHERE key IN (SELECT origin_key FROM record_claim WHERE ord NOT IN (SELECT ord FROM record_won))
+WHERE key IN (SELECT origin_key FROM record_claim WHERE origin_claimed AND NOT won
+              UNION ALL SELECT transfer_key FROM record_claim WHERE transfer_claimed AND NOT won)
 """
 
 
-def batch_claim_sql() -> None:
-    """Claim the keys of the rows of record_batch; leaves the temporary table record_won (ord) of the rows to
-    store. Call inside the transaction that stores them."""
+def batch_claim_sql() -> int:
+    """Claim the keys of the rows of record_batch; leaves the temporary table record_claim, whose rows with `won`
+    are the rows to store (and its activity_id column for results.store.attribution to fill). Returns how many
+    won. Call inside the transaction that stores them."""
     with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE IF EXISTS pg_temp.record_claim, pg_temp.record_won")
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.record_claim")
         cursor.execute(_CLAIM)
-        claimed = cursor.rowcount
-        cursor.execute(_CLAIM_TRANSFER)
-        if cursor.rowcount != claimed:
+        cursor.execute(_COUNTS)
+        won, lost_claims = cursor.fetchone()
+        if lost_claims:
             cursor.execute(_GIVE_BACK)
+    return int(won)
