@@ -13,6 +13,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
         gfal2-util-scripts python3-gfal2-util \
         xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client xrootd-client-plugins xrootd-scitokens-plugins \
         nginx libnginx-mod-http-dav-ext iperf3 iputils-tracepath \
+        libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-liberation \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
