@@ -31,6 +31,39 @@ def _rendered_on_save(instance: models.Model, source: str, target: str, kwargs: 
         kwargs["update_fields"] = {*fields, target}
 
 
+class ProblemFields(models.Model):
+    """What a problem holds, in a site's report or an experiment's: its category and the ticket that tracks it."""
+
+    category = models.CharField(max_length=20, choices=ProblemCategory.choices)
+    ticket = models.CharField(max_length=300, blank=True, help_text="GGUS ticket number or URL")
+    description = models.TextField(max_length=TEXT_LENGTH)
+
+    class Meta:
+        abstract = True
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.category}: {self.description[:60]}"
+
+    @property
+    def ticket_url(self) -> str | None:
+        return ticket_link(self.ticket)
+
+
+class ActionFields(models.Model):
+    """What an action holds, in a site's report or an experiment's: what was done, and when."""
+
+    description = models.CharField(max_length=500)
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["taken_at", "id"]
+
+    def __str__(self) -> str:
+        return self.description
+
+
 class SiteReport(models.Model):
     """One site's report on one challenge: at most one per (challenge, site)."""
 
@@ -106,23 +139,10 @@ class Outage(models.Model):
         return f"{self.start:%Y-%m-%d %H:%M} → {self.end:%Y-%m-%d %H:%M}: {self.reason}"
 
 
-class Problem(models.Model):
+class Problem(ProblemFields):
     """A problem met, with its category and the ticket that tracks it (a GGUS number or a URL)."""
 
     report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="problems")
-    category = models.CharField(max_length=20, choices=ProblemCategory.choices)
-    ticket = models.CharField(max_length=300, blank=True, help_text="GGUS ticket number or URL")
-    description = models.TextField(max_length=TEXT_LENGTH)
-
-    class Meta:
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return f"{self.category}: {self.description[:60]}"
-
-    @property
-    def ticket_url(self) -> str | None:
-        return ticket_link(self.ticket)
 
 
 def ticket_link(ticket: str) -> str | None:
@@ -134,18 +154,10 @@ def ticket_link(ticket: str) -> str | None:
     return f"https://ggus.eu/?mode=ticket_info&ticket_id={number}" if number.isdigit() else None
 
 
-class SiteAction(models.Model):
+class SiteAction(ActionFields):
     """Something the site did, e.g. "raised MTU to 9000", and when."""
 
     report = models.ForeignKey(SiteReport, on_delete=models.CASCADE, related_name="actions")
-    description = models.CharField(max_length=500)
-    taken_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["taken_at", "id"]
-
-    def __str__(self) -> str:
-        return self.description
 
 
 class ReportComment(models.Model):
@@ -213,34 +225,13 @@ class ExperimentReport(models.Model):
         super().save(*args, **kwargs)
 
 
-class ExperimentProblem(models.Model):
+class ExperimentProblem(ProblemFields):
     """A problem an experiment met, with its category and ticket (a GGUS number or a URL)."""
 
     report = models.ForeignKey(ExperimentReport, on_delete=models.CASCADE, related_name="problems")
-    category = models.CharField(max_length=20, choices=ProblemCategory.choices)
-    ticket = models.CharField(max_length=300, blank=True, help_text="GGUS ticket number or URL")
-    description = models.TextField(max_length=TEXT_LENGTH)
-
-    class Meta:
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return f"{self.category}: {self.description[:60]}"
-
-    @property
-    def ticket_url(self) -> str | None:
-        return ticket_link(self.ticket)
 
 
-class ExperimentAction(models.Model):
+class ExperimentAction(ActionFields):
     """Something the experiment did, and when."""
 
     report = models.ForeignKey(ExperimentReport, on_delete=models.CASCADE, related_name="actions")
-    description = models.CharField(max_length=500)
-    taken_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["taken_at", "id"]
-
-    def __str__(self) -> str:
-        return self.description
