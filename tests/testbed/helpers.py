@@ -44,8 +44,8 @@ class PortalServer:
     """gunicorn serving the portal on the test database (threads: each agent's long poll holds one), bound on
     `address` (127.0.0.1, or the namespaced testbed's bridge, where its sites reach it)."""
 
-    def __init__(self, directory: Path, address: str = "127.0.0.1") -> None:
-        self.directory, self.address = directory, address
+    def __init__(self, directory: Path, address: str = "127.0.0.1", threads: int = 8) -> None:
+        self.directory, self.address, self.threads = directory, address, threads
         self.port = processes.free_port(int(settings.TESTBED_BASE_PORT) + 300)
         self.pidfile = directory / "web.pid"
         hosts = ",".join(sorted({"localhost", "127.0.0.1", address}))
@@ -62,7 +62,7 @@ class PortalServer:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"{self.address}:{self.port}"]
-        argv += ["--workers", "1", "--threads", "8", "--timeout", "60", "--graceful-timeout", "3"]
+        argv += ["--workers", "1", "--threads", str(self.threads), "--timeout", "60", "--graceful-timeout", "3"]
         log = self.directory / "web.log"
         processes.start(argv, pidfile=self.pidfile, logfile=log, env=self.env, cwd=settings.BASE_DIR)
         pid = processes.read_pid(self.pidfile)
