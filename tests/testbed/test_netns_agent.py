@@ -1,8 +1,8 @@
 """#35's done-when on the namespaced testbed: TB-T1-A's agent, enrolled with `manage.py agent_enroll` and started
-inside TB-T1-A's namespace with an empty environment (`env -i`, PATH only), runs a 10-file transfer run and an iperf3
-run from TB-T1-A to TB-T0 over their 1 Gb/s link. Both end with `agent` naming TB-T1-A's agent, iperf3 reads at most
-the link's capacity, and the namespace's sockets, sampled while the runs go, show the agent talking to the portal
-and never to PostgreSQL or Redis, though the relay offers both at the same address.
+inside TB-T1-A's namespace with an empty environment (`env -i`, PATH only), runs a 10-file transfer run and then
+an iperf3 run from TB-T1-A to TB-T0 over their 1 Gb/s link. Both end with `agent` naming TB-T1-A's agent, iperf3
+reads at most the link's capacity, and the namespace's sockets, sampled while the runs go, show the agent talking
+to the portal and never to PostgreSQL or Redis, though the relay offers both at the same address.
 
 The portal (gunicorn on the test database) is bound on the bridge's address, TESTBED_PORTAL_ADDRESS, on a port of
 its own, rather than reached through the relay: the relay's ports are fixed when the testbed comes up (the portal's
@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from results.models import NetworkMeasurement, TransferRecord
-from runs.models import RunFile
+from runs.models import Run, RunFile
 from runs.services import run_start
 from sites.models import Site, SiteAgent
 from sites.services import sites_import
@@ -122,6 +122,7 @@ def test_an_agent_inside_its_sites_namespace_measures_the_sites_link_and_never_r
     sockets = Sockets(place.namespace, pid)
     watching, stop = watch(sockets)
     agent_logs = lambda: logs(portal_on_bridge.directory, netns_testbed.agent_log(SITE))  # noqa: E731
+    transfer: Run | None = None
     try:
         transfer = run_start(
             user=coordinator,
@@ -136,6 +137,8 @@ def test_an_agent_inside_its_sites_namespace_measures_the_sites_link_and_never_r
                 "timeout": 60,
             },
         )
+        wait_or_explain(transfer, agent_logs)
+        # Then iperf3, alone on the link: the transfer's copies go the same way (TB-T0 pulls from TB-T1-A).
         iperf3 = netns_testbed.endpoint("iperf3")  # TB-T0's iperf3 server, at TB-T0's address
         network = run_start(
             user=coordinator,
@@ -143,16 +146,13 @@ def test_an_agent_inside_its_sites_namespace_measures_the_sites_link_and_never_r
             site=Site.objects.get(name=SITE),
             parameters={"host": iperf3.host, "port": iperf3.port, "duration": 3, "streams": 1},
         )
-        for run in (transfer, network):
-            try:
-                wait_for_run_end(run, 120)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{agent_logs()}") from None
+        wait_or_explain(network, agent_logs)
     finally:
         stop.set()
         watching.join()
-        for directory in netns_testbed.site_dir("t0").glob(f"**/portal-runs/{transfer.directory or 'none'}"):
-            shutil.rmtree(directory, ignore_errors=True)
+        if transfer is not None:
+            for directory in netns_testbed.site_dir("t0").glob(f"**/portal-runs/{transfer.directory or 'none'}"):
+                shutil.rmtree(directory, ignore_errors=True)
 
     agent = SiteAgent.objects.get(site__name=SITE, revoked__isnull=True)
     for run in (transfer, network):
@@ -177,6 +177,13 @@ def test_an_agent_inside_its_sites_namespace_measures_the_sites_link_and_never_r
     assert (iperf3.host, iperf3.port) in sockets.agent_peers  # its child processes are watched too
     assert not {peer for peer in sockets.peers if peer[1] in forbidden}, sockets.peers
     assert reachable_from(netns_testbed, SITE, netns_testbed.portal_address, database)  # the check could fail
+
+
+def wait_or_explain(run: Run, explain: Callable[[], str]) -> None:
+    try:
+        wait_for_run_end(run, 120)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{explain()}") from None
 
 
 def watch(sockets: Sockets) -> tuple[threading.Thread, threading.Event]:
