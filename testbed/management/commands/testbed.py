@@ -140,12 +140,12 @@ class Command(BaseCommand):
         if not testbed.site_agents() and testbed.layout is None:
             return
         try:
-            _, revoked = testbed_agents_stop(testbed=testbed)
+            stopped, revoked = testbed_agents_stop(testbed=testbed)
         except DatabaseError as exc:
             self.stderr.write(f"the testbed's agents stopped, their keys not revoked (no database: {exc})")
             return
-        if revoked:
-            self.stdout.write(f"revoked the testbed's {revoked} agent keys")
+        if stopped or revoked:
+            self.stdout.write(f"agents stopped: {', '.join(stopped) or 'none ran'}; {revoked} testbed keys revoked")
 
     def _wait_then_stop(self, testbed: Testbed, started: list[str]) -> None:
         """Stay up until SIGTERM/SIGINT, then stop what this command started."""
