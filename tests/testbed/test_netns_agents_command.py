@@ -1,10 +1,11 @@
 """`manage.py testbed agents`: on the namespaced testbed, an agent for every site in the registry, enrolled with the
 portal and started inside its site's namespace with an empty environment; `testbed status` shows each one's PID;
-`testbed agents --stop` stops them and revokes the keys the testbed made, and no other agent's."""
+`testbed agents --stop` and `testbed down` stop them and revoke the keys the testbed made, and no other agent's."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from io import StringIO
@@ -19,10 +20,12 @@ from common import processes
 from sites.agents import agent_enroll
 from sites.models import Site, SiteAgent
 from sites.services import sites_import
-from testbed.grid import Testbed
+from testbed.certs import ensure_pki
+from testbed.grid import Testbed, TestbedConfig
 from testbed.grid.agents import TESTBED_AGENT_NAME
+from testbed.grid.netns import network_leftovers
 from tests.runs.helpers import wait_for
-from tests.testbed.helpers import PortalServer, logs
+from tests.testbed.helpers import PortalServer, logs, namespaces_or_skip, netns_testbed_config
 
 pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
@@ -89,3 +92,38 @@ def test_testbed_agents_starts_one_agent_per_site_inside_its_namespace_and_stop_
     finally:
         for place in layout.sites:
             netns_testbed.site_agent_stop(place.name)
+
+
+def test_testbed_down_stops_the_agents_and_revokes_only_the_testbeds_keys(tmp_path: Path) -> None:
+    """On a namespaced testbed of its own (down removes it whole): `testbed down` after `testbed agents`."""
+    namespaces_or_skip()
+    config = netns_testbed_config()
+    config.directory = config.directory.with_name(config.directory.name + "-down")
+    config.base_port += 50  # beside the session's namespaced testbed: ports and subnet of its own
+    bed = Testbed(config)
+    ordinary = Testbed(TestbedConfig.from_settings())
+    ensure_pki(ordinary.pki.root)
+    shutil.copytree(ordinary.pki.root, bed.pki.root, dirs_exist_ok=True)
+    bed.down()
+    bed.up()
+    layout = bed.layout
+    assert layout is not None
+    portal = PortalServer(tmp_path, address=bed.portal_address, threads=24)
+    try:
+        portal.start()
+        sites_import(document=bed.sites_document())
+        operators = agent_enroll(site=Site.objects.get(name="TB-T1-A"), name="agent")[0]
+        run_testbed_command(bed, "agents", "--portal-url", portal.url)
+        agents = bed.site_agents()
+        assert len(agents) == Site.objects.filter(name__in=[p.name for p in layout.sites]).count() >= 3
+
+        printed = run_testbed_command(bed, "down")
+        assert f"{len(agents)} testbed keys revoked" in printed, printed
+        assert not any(processes.pid_alive(pid) for pid in agents.values())
+        assert not SiteAgent.objects.filter(name=TESTBED_AGENT_NAME, revoked__isnull=True).exists()
+        operators.refresh_from_db()
+        assert operators.revoked is None
+        assert network_leftovers(layout) == []
+    finally:
+        portal.stop()
+        bed.down()
