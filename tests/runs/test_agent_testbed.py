@@ -139,6 +139,7 @@ def test_an_agent_runs_a_ten_file_transfer_run_from_its_site_and_never_connects_
     run.refresh_from_db()
 
     assert run.state == "finished", f"{run.message}\n{logs(tmp_path)}"
+    assert run.agent is not None
     assert (run.parameters["queue"], run.agent.site.name) == ("agent.TB-T0", "TB-T0")
     # It spoke to the portal (and the storage), never to the portal's PostgreSQL or Redis.
     database, broker = int(settings.DATABASES["default"]["PORT"] or 5432), urlsplit(settings.CELERY_BROKER_URL).port
@@ -168,7 +169,7 @@ def test_an_agent_runs_an_iperf3_run_from_its_site(
     wait_for_run_end(run, 90)
 
     assert run.state == "finished", f"{run.message}\n{logs(tmp_path)}"
-    assert run.agent.site.name == "TB-T1-A"
+    assert run.agent is not None and run.agent.site.name == "TB-T1-A"
     assert run.summary["rate"] > 0 and run.summary["path_mtu"]
     assert NetworkMeasurement.objects.filter(run=run).count() == 1
 
