@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -41,33 +42,56 @@ SITE = "TB-T1-A"
 LINK_BYTES_PER_SECOND = 1e9 / 8  # the testbed's capacity between TB-T0 and TB-T1-A, each way
 
 
+Connection = tuple[str, str]  # (local address:port, peer address:port)
+
+
+def namespace_connections(namespace: str) -> dict[Connection, set[int]]:
+    """Every TCP connection of the namespace now (any state but LISTEN), with the PIDs that hold it (none for a
+    socket no process holds any more: TIME-WAIT)."""
+    shown = subprocess.run(
+        ["ip", "netns", "exec", namespace, "ss", "-tanpH"], capture_output=True, text=True, timeout=10
+    ).stdout
+    found = {}
+    for line in shown.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0] != "LISTEN":
+            found[(fields[3], fields[4])] = {int(pid) for pid in re.findall(r"pid=(\d+)", line)}
+    return found
+
+
+def port_of(address: str) -> int:
+    return int(address.rpartition(":")[2])
+
+
+def peer_of(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 @dataclass
 class Sockets:
-    """TCP connections of a namespace, from `ss` run inside it: every peer seen, and those of one process tree."""
+    """A namespace's TCP connections sampled again and again: those made since `baseline` (the connections it
+    held before the agent started, left by earlier tests' workers), and those the agent's process tree held."""
 
     namespace: str
     root_pid: int
-    peers: set[tuple[str, int]] = field(default_factory=set)  # any process of the namespace
-    agent_peers: set[tuple[str, int]] = field(default_factory=set)  # the agent and its children (iperf3)
+    baseline: set[Connection]
+    new: set[Connection] = field(default_factory=set)  # by any process of the namespace, or none (TIME-WAIT)
+    agent: set[Connection] = field(default_factory=set)  # held by the agent or its children (iperf3)
     samples: int = 0
 
     def sample(self) -> None:
-        shown = subprocess.run(
-            ["ip", "netns", "exec", self.namespace, "ss", "-tanpH"], capture_output=True, text=True, timeout=10
-        ).stdout
         tree = process_tree(self.root_pid)
-        for line in shown.splitlines():
-            fields = line.split()
-            if len(fields) < 5 or fields[0] == "LISTEN":
-                continue
-            host, _, port = fields[4].rpartition(":")
-            if not port.isdigit():
-                continue
-            peer = (host.strip("[]"), int(port))
-            self.peers.add(peer)
-            if {int(pid) for pid in re.findall(r"pid=(\d+)", line)} & tree:
-                self.agent_peers.add(peer)
+        for connection, pids in namespace_connections(self.namespace).items():
+            if connection not in self.baseline:
+                self.new.add(connection)
+            if pids & tree:
+                self.agent.add(connection)
         self.samples += 1
+
+    @property
+    def agent_peers(self) -> set[tuple[str, int]]:
+        return {peer_of(peer) for _, peer in self.agent}
 
 
 def process_tree(root: int) -> set[int]:
@@ -96,31 +120,50 @@ def portal_on_bridge(netns_testbed: Testbed, tmp_path: Path) -> Iterator[PortalS
     server.stop()
 
 
+@dataclass
+class StartedAgent:
+    pid: int
+    sockets: Sockets
+    watching: threading.Thread
+    stop: threading.Event
+
+    def stop_watching(self) -> None:
+        self.stop.set()
+        self.watching.join()
+
+
 @pytest.fixture
-def agent_in_namespace(netns_testbed: Testbed, portal_on_bridge: PortalServer, tmp_path: Path) -> Iterator[int]:
+def agent_in_namespace(
+    netns_testbed: Testbed, portal_on_bridge: PortalServer, tmp_path: Path
+) -> Iterator[StartedAgent]:
     """TB-T1-A's agent: enrolled by `manage.py agent_enroll` with the portal's URL on the bridge, the testbed's CA
-    and bearer token added as the site's credentials, started inside TB-T1-A's namespace. Its PID."""
+    and bearer token added as the site's credentials, started inside TB-T1-A's namespace; its namespace's sockets
+    watched from just before it starts until the test ends."""
     sites_import(document=netns_testbed.sites_document())
     enrolled = tmp_path / "enrolled.json"
     call_command("agent_enroll", SITE, "--portal-url", portal_on_bridge.url, "--output", str(enrolled))
     config = netns_testbed.site_agent_configure(SITE, json.loads(enrolled.read_text()), heartbeat=1)
     shutil.rmtree(netns_testbed.agent_spool(SITE), ignore_errors=True)
+    namespace = netns_testbed.place_of(SITE).namespace
+    baseline = set(namespace_connections(namespace))
     pid = netns_testbed.site_agent_start(SITE, config)
+    sockets = Sockets(namespace, pid, baseline)
+    watching, stop = watch(sockets)
+    started = StartedAgent(pid, sockets, watching, stop)
     try:
-        yield pid
+        yield started
     finally:
+        started.stop_watching()
         netns_testbed.site_agent_stop(SITE)
 
 
 def test_an_agent_inside_its_sites_namespace_measures_the_sites_link_and_never_reaches_the_database_or_redis(
-    netns_testbed: Testbed, agent_in_namespace: int, portal_on_bridge: PortalServer, coordinator: Any
+    netns_testbed: Testbed, agent_in_namespace: StartedAgent, portal_on_bridge: PortalServer, coordinator: Any
 ) -> None:
-    pid, place = agent_in_namespace, netns_testbed.place_of(SITE)
+    pid, sockets, place = agent_in_namespace.pid, agent_in_namespace.sockets, netns_testbed.place_of(SITE)
     # Started with nothing in its environment but PATH, in TB-T1-A's network namespace.
     assert environment_of(pid) == {"PATH"}, environment_of(pid)
     assert same_netns(pid, place.namespace)
-    sockets = Sockets(place.namespace, pid)
-    watching, stop = watch(sockets)
     agent_logs = lambda: logs(portal_on_bridge.directory, netns_testbed.agent_log(SITE))  # noqa: E731
     transfer: Run | None = None
     try:
@@ -148,8 +191,7 @@ def test_an_agent_inside_its_sites_namespace_measures_the_sites_link_and_never_r
         )
         wait_or_explain(network, agent_logs)
     finally:
-        stop.set()
-        watching.join()
+        agent_in_namespace.stop_watching()
         if transfer is not None:
             for directory in netns_testbed.site_dir("t0").glob(f"**/portal-runs/{transfer.directory or 'none'}"):
                 shutil.rmtree(directory, ignore_errors=True)
@@ -170,12 +212,16 @@ def test_an_agent_inside_its_sites_namespace_measures_the_sites_link_and_never_r
     # The sockets: the agent (and its iperf3) talked to the portal and to TB-T0; nothing in the namespace ever
     # held a connection to the ports of PostgreSQL or Redis, which the relay serves at the portal's address.
     database = int(settings.DATABASES["default"]["PORT"] or 5432)
-    forbidden = {database, 6379, *netns_testbed.relay_ports()}
+    redis = {urlsplit(url).port or 6379 for url in (settings.REDIS_URL, settings.CELERY_BROKER_URL)}
+    forbidden = {database, *redis}
+    assert forbidden <= set(netns_testbed.relay_ports())  # the relay offers them at the portal's address
     print(f"{sockets.samples} samples of {place.namespace}'s sockets; the agent's peers: {sorted(sockets.agent_peers)}")
     assert sockets.samples >= 20
     assert (netns_testbed.portal_address, portal_on_bridge.port) in sockets.agent_peers
     assert (iperf3.host, iperf3.port) in sockets.agent_peers  # its child processes are watched too
-    assert not {peer for peer in sockets.peers if peer[1] in forbidden}, sockets.peers
+    assert not {peer for _, peer in sockets.agent if port_of(peer) in forbidden}, sockets.agent
+    # Nor any connection the namespace made meanwhile, held by a process or left in TIME-WAIT.
+    assert not {peer for _, peer in sockets.new if port_of(peer) in forbidden}, sockets.new
     assert reachable_from(netns_testbed, SITE, netns_testbed.portal_address, database)  # the check could fail
 
 
