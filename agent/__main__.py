@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import signal
 import sys
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent: {exc}", file=sys.stderr)
         return 2
     agent = Agent(config)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack, to the log
 
     def stop(signum: int, frame: FrameType | None) -> None:
         agent.stop()

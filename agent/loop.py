@@ -45,6 +45,10 @@ class Agent:
             self.config.slots,
             self.config.spool,
         )
+        # gfal2 loads its plugins (XRootD's client among them) with the first context. Made here, before any job's
+        # thread: a first context made while another job's thread started iperf3 hung in that loading for good
+        # (seen once in TB-T1-A's namespace, the prepare job of a transfer run beside an iperf3 run).
+        self.context.gfal2_context()
         threading.Thread(target=self._beat, name="heartbeat", daemon=True).start()
         backoff = 1.0
         while not self.stopping.is_set():

@@ -1,5 +1,6 @@
 """What the agent does with each kind of job (runs/agents/payloads.py says what each carries): the same `measure/`
-calls a portal's worker makes (runs/tasks.py), with the site's own credentials. Each returns the result the portal
+calls a portal's worker makes (runs/tasks.py; for the one-task probes measure.probes, which runs/kinds call too),
+with the site's own credentials. Each returns the result the portal
 stores; a failure of the probe itself is a result too (its error), never an exception out of here."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from measure.outcomes import FileOutcome, utcnow
 from measure.tokens import TokenError
@@ -99,17 +99,20 @@ def _prepare(running: Running, context: AgentProbeContext) -> Result:
 
 
 def _probe(running: Running, context: AgentProbeContext) -> Result:
-    """A one-task probe (staging, network, cache, io), as runs/tasks.py runs it on a portal's worker."""
+    """A one-task probe (staging, network, cache, io): measure.probes' function for its kind, the one a portal's
+    worker runs (runs/kinds/*.py `probe`), given the kind's parameters from the job's payload."""
+    from measure.probes import PROBES, probe_run
+
     job = running.job
-    probes = {"staging": _staging, "network": _network, "cache": _cache, "io": _io}
-    probe = probes.get(str(job.get("probe")))
-    if probe is None:
-        return {"outcomes": [], "summary": {}, "error": f"this agent has no probe for runs of kind {job.get('probe')}"}
+    name = str(job.get("probe"))
+    if name not in PROBES:
+        return {"outcomes": [], "summary": {}, "error": f"this agent has no probe for runs of kind {name}"}
+    grants = [(str(url), str(access)) for url, access in job.get("grants", [])]
     try:
-        credential = context.credential([tuple(grant) for grant in job.get("grants", [])])
-        outcomes, summary, error = probe(running, context)
+        credential = context.credential(grants)
+        outcomes, summary, error = probe_run(name, context, grants, running.cancelled, job["parameters"])
     except Exception as exc:  # the probe's own failure ends the run with its reason
-        return {"outcomes": [], "summary": {}, "error": f"{job.get('probe')} probe failed: {exc}"}
+        return {"outcomes": [], "summary": {}, "error": f"{name} probe failed: {exc}"}
     return {
         "outcomes": [outcome.to_dict() for outcome in outcomes],
         "summary": summary,
@@ -118,77 +121,8 @@ def _probe(running: Running, context: AgentProbeContext) -> Result:
     }
 
 
-ProbeResult = tuple[list[FileOutcome], dict[str, Any], str]
-
-
 def _grants(running: Running) -> list[tuple[str, str]]:
     return [(str(url), str(access)) for url, access in running.job.get("grants", [])]
-
-
-def _network(running: Running, context: AgentProbeContext) -> ProbeResult:
-    from measure.network import network_probe
-
-    parameters = running.job["parameters"]
-    network = network_probe(
-        parameters["host"],
-        int(parameters["port"]),
-        streams=int(parameters.get("streams") or 1),
-        duration=int(parameters.get("duration") or 10),
-        reverse=bool(parameters.get("reverse")),
-        cancel=running.cancelled,
-    )
-    error = "" if network.ok else f"network probe failed: {network.error}"
-    return [], network.to_dict(), error
-
-
-def _staging(running: Running, context: AgentProbeContext) -> ProbeResult:
-    from measure.staging import stage_files
-
-    parameters = running.job["parameters"]
-    staging = stage_files(
-        context.gfal2_context(_grants(running)),
-        list(parameters["urls"]),
-        bulk_size=int(parameters["bulk_size"]),
-        pin_time=int(parameters["pin_time"]),
-        timeout=float(parameters["timeout"]),
-        poll_interval=float(parameters["poll_interval"]),
-        cancel=running.cancelled,
-    )
-    summary = staging.to_dict()
-    summary["mounts"] = None  # a site sees no tape system's mounts
-    return list(staging.files), summary, ""
-
-
-def _cache(running: Running, context: AgentProbeContext) -> ProbeResult:
-    from measure.cache import cache_study
-
-    parameters = running.job["parameters"]
-    cache = urlsplit(str(parameters["cache_url"]))
-
-    def cache_url_of(origin_url: str) -> str:
-        origin = urlsplit(origin_url)
-        return urlunsplit((cache.scheme, cache.netloc, origin.path, origin.query, ""))
-
-    result = cache_study(
-        context.gfal2_context(_grants(running)),
-        list(parameters["origin_urls"]),
-        cache_url_of=cache_url_of,
-        flush=lambda: context.cache_flush(str(parameters["cache_url"])),
-    )
-    return list(result.files), result.to_dict(), ""
-
-
-def _io(running: Running, context: AgentProbeContext) -> ProbeResult:
-    from measure.io import io_probe
-
-    parameters = running.job["parameters"]
-    result = io_probe(
-        context.gfal2_context(_grants(running)),
-        parameters["endpoint"],
-        int(parameters["file_size"]),
-        timeout=int(parameters["timeout"]),
-    )
-    return list(result.files), result.to_dict(), ""
 
 
 def _copies_delete(running: Running, context: AgentProbeContext) -> Result:

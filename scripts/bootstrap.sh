@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make this Debian 12 machine able to run the portal, idempotently and fast when nothing is missing:
-#  1. the apt packages (gfal2 and plugins with the Python binding, XRootD, nginx+WebDAV, iperf3, PostgreSQL,
+#  1. the apt packages (gfal2 and plugins with the Python binding, XRootD, nginx+WebDAV, iperf3, iproute2 (ip, tc
+#     and ss: the namespaced testbed), PostgreSQL,
 #     Redis, Chromium for browser tests, openssl, RabbitMQ for the STOMP consumer's tests, pango for WeasyPrint's
 #     PDF of the challenge report and poppler's pdftotext/pdftoppm to read it back);
 #  2. .venv from Debian's Python 3.11 with --system-site-packages, the route by which Debian's python3-gfal2
@@ -14,7 +15,7 @@ APT_PACKAGES=(
   gfal2 gfal2-plugin-file gfal2-plugin-http gfal2-plugin-xrootd gfal2-plugin-mock python3-gfal2
   gfal2-util-scripts python3-gfal2-util
   xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client xrootd-client-plugins xrootd-scitokens-plugins
-  nginx libnginx-mod-http-dav-ext iperf3 iputils-tracepath openssl
+  nginx libnginx-mod-http-dav-ext iperf3 iputils-tracepath iproute2 openssl
   postgresql redis-server chromium fonts-liberation
   rabbitmq-server
   libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 poppler-utils

@@ -4,9 +4,7 @@ file the direct, empty-cache and filled-cache read rates and the speed-up."""
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
@@ -15,6 +13,7 @@ import plotly.graph_objects as go
 
 from challenges.choices import ActivityKind
 from measure.context import ProbeContext
+from measure.probes import cache_run
 
 from .base import Grants, ProbeResult, RunLink, RunParameters, SiteNaming
 from .fields import Problems, url, urls
@@ -38,17 +37,6 @@ class CacheParameters(RunParameters):
             "origin_urls": urls(problems, "origin_urls", given.get("origin_urls"), what="file URLs at the origin"),
             "cache_url": url(problems, "cache_url", given.get("cache_url")),
         }
-
-
-def cache_url_of(cache_url: str) -> Callable[[str], str]:
-    """origin URL -> the same path through the cache endpoint."""
-    cache = urlsplit(cache_url)
-
-    def through_cache(origin_url: str) -> str:
-        origin = urlsplit(origin_url)
-        return urlunsplit((cache.scheme, cache.netloc, origin.path, origin.query, ""))
-
-    return through_cache
 
 
 def cache_figures(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -97,15 +85,7 @@ class CacheKind(OneTaskKind[CacheParameters]):
     def probe(
         self, parameters: CacheParameters, context: ProbeContext, grants: Grants, cancelled: threading.Event
     ) -> ProbeResult:
-        from measure.cache import cache_study
-
-        result = cache_study(
-            context.gfal2_context(grants),
-            list(parameters.origin_urls),
-            cache_url_of=cache_url_of(parameters.cache_url),
-            flush=functools.partial(context.cache_flush, parameters.cache_url),
-        )
-        return list(result.files), result.to_dict(), ""
+        return cache_run(context, grants, cancelled, cache_url=parameters.cache_url, origin_urls=parameters.origin_urls)
 
     def rows(self, run: Run, summary: dict[str, Any], *, match: Any) -> list[dict[str, Any]]:
         return [

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from challenges.choices import ActivityKind
 from common.units import size_text
 from measure.context import ProbeContext
+from measure.probes import io_run
 
 from .base import Grants, ProbeResult, RunLink, RunParameters, SiteNaming
 from .endpoints import activity_site_names, activity_sites, pick_endpoint, serving_note, site_of_url
@@ -106,12 +107,14 @@ class IoKind(OneTaskKind[IoParameters]):
     def probe(
         self, parameters: IoParameters, context: ProbeContext, grants: Grants, cancelled: threading.Event
     ) -> ProbeResult:
-        from measure.io import io_probe
-
-        result = io_probe(
-            context.gfal2_context(grants), parameters.endpoint, parameters.file_size, timeout=parameters.timeout
+        return io_run(
+            context,
+            grants,
+            cancelled,
+            endpoint=parameters.endpoint,
+            file_size=parameters.file_size,
+            timeout=parameters.timeout,
         )
-        return list(result.files), result.to_dict(), ""
 
     def rows(self, run: Run, summary: dict[str, Any], *, match: Any) -> list[dict[str, Any]]:
         return [

@@ -15,6 +15,7 @@ from django.utils import timezone
 from challenges.choices import ActivityKind
 from common.units import is_whole_number
 from measure.context import ProbeContext
+from measure.probes import network_run
 from results.charts import one_value_bins
 from results.services import network_measurement_store
 
@@ -171,18 +172,16 @@ class NetworkKind(OneTaskKind[NetworkParameters]):
     def probe(
         self, parameters: NetworkParameters, context: ProbeContext, grants: Grants, cancelled: threading.Event
     ) -> ProbeResult:
-        from measure.network import network_probe
-
-        network = network_probe(
-            parameters.host,
-            parameters.port,
+        return network_run(
+            context,
+            grants,
+            cancelled,
+            host=parameters.host,
+            port=parameters.port,
             streams=parameters.streams,
             duration=parameters.duration,
             reverse=parameters.reverse,
-            cancel=cancelled,
         )
-        error = "" if getattr(network, "ok", True) else f"network probe failed: {getattr(network, 'error', '')}"
-        return [], network.to_dict(), error
 
     def measurement_store(self, run: Run, *, experiment_id: int | None, summary: dict[str, Any]) -> None:
         """Its throughput as its activity's network figure (results.targets), over the run's own span."""

@@ -19,6 +19,7 @@ from django.db.models import Q
 from challenges.choices import ActivityKind
 from measure.context import ProbeContext
 from measure.outcomes import ONLINE_BEFORE, FileOutcome
+from measure.probes import staging_run
 from sites.matching import site_for_url
 
 from ..choices import FileState
@@ -283,25 +284,16 @@ class StagingKind(OneTaskKind[StagingParameters]):
     def probe(
         self, parameters: StagingParameters, context: ProbeContext, grants: Grants, cancelled: threading.Event
     ) -> ProbeResult:
-        from measure.staging import stage_files
-
-        files = list(parameters.urls)
-        mounts_before = context.tape_mounts(files[0])
-        staging = stage_files(
-            context.gfal2_context(grants),
-            files,
+        return staging_run(
+            context,
+            grants,
+            cancelled,
+            urls=parameters.urls,
             bulk_size=parameters.bulk_size,
             pin_time=parameters.pin_time,
             timeout=parameters.timeout,
             poll_interval=parameters.poll_interval,
-            cancel=cancelled,
         )
-        mounts_after = context.tape_mounts(files[0])
-        summary = staging.to_dict()
-        # Mounts while it recalled, where the deployment sees them (other recalls at once count too).
-        known = mounts_before is not None and mounts_after is not None
-        summary["mounts"] = mounts_after - mounts_before if known else None  # type: ignore[operator]
-        return list(staging.files), summary, ""
 
     def counted(self, run: Run, outcome: FileOutcome) -> FileOutcome:
         """A recall's file that was online already was not brought online by the recall: it counts no bytes for

@@ -19,6 +19,7 @@ from typing import Any
 from common import processes
 
 from ..certs import Pki, ensure_pki
+from .agents import AgentsMixin
 from .config import (
     CACHE_SITE,
     DISK_SITES,
@@ -40,7 +41,7 @@ from .servers import ServersMixin
 from .tokens import TokensMixin
 
 
-class Testbed(PlacesMixin, TokensMixin, ServersMixin):
+class Testbed(PlacesMixin, AgentsMixin, TokensMixin, ServersMixin):
     """The testbed's processes and endpoints, kept in `<directory>/state.json` between commands."""
 
     __test__ = False  # not a pytest test class, despite the name
@@ -255,11 +256,11 @@ class Testbed(PlacesMixin, TokensMixin, ServersMixin):
     def down(self, only: Iterable[str] | None = None) -> list[str]:
         """Stop the testbed's processes (or only those named). Returns the names of those that were running.
 
-        Stopping all of a namespaced testbed also stops its sites' workers and removes its namespaces, veth pairs,
-        bridge and their qdiscs (whatever still runs in a namespace is stopped with it), and forgets its layout: the
-        next `up` makes the network the configuration asks for."""
+        Stopping all of a namespaced testbed also stops its sites' agents and workers and removes its namespaces,
+        veth pairs, bridge and their qdiscs (whatever still runs in a namespace is stopped with it), and forgets its
+        layout: the next `up` makes the network the configuration asks for."""
         names = [name for name in reversed(self._process_names()) if only is None or name in set(only)]
-        stopped = [*self._site_workers_stop()] if only is None else []
+        stopped = [*self._site_agents_stop(), *self._site_workers_stop()] if only is None else []
         stopped += [name for name in names if processes.stop(self._pidfile(name))]
         if only is None:
             # Servers of this testbed whose PID files were lost (a killed launcher, a deleted run/ directory): their
@@ -273,6 +274,7 @@ class Testbed(PlacesMixin, TokensMixin, ServersMixin):
                 "testbed.relay",
                 "unshare",
                 "celery",
+                "agent",
             }
             for pid in processes.pids_mentioning(f"{self.dir}/", programs):
                 processes.stop_pid(pid)

@@ -29,37 +29,13 @@ from runs.services import run_start
 from sites.models import Site, SiteAgent
 from testbed.grid import Testbed
 from tests.runs.helpers import wait_for, wait_for_run_end
-from tests.workers import worker_database_url
+from tests.testbed.helpers import PortalServer as Portal
+from tests.testbed.helpers import logs
 
 pytestmark = [pytest.mark.testbed, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 MB = 1024 * 1024
 OUTAGE = float(os.environ.get("AGENT_OUTAGE_SECONDS", "60"))
-
-
-class Portal:
-    """gunicorn serving the portal on the test database (threads: each agent's long poll holds one)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.port = processes.free_port(int(settings.TESTBED_BASE_PORT) + 300)
-        self.pidfile = directory / "web.pid"
-        self.env = {**os.environ, "DATABASE_URL": worker_database_url(), "DISPATCH_HEARTBEAT": "1"}
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        argv = [sys.executable, "-m", "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{self.port}"]
-        argv += ["--workers", "1", "--threads", "8", "--timeout", "60", "--graceful-timeout", "3"]
-        log = self.directory / "web.log"
-        processes.start(argv, pidfile=self.pidfile, logfile=log, env=self.env, cwd=settings.BASE_DIR)
-        pid = processes.read_pid(self.pidfile)
-        assert processes.wait_for_port(self.port, pid=pid, timeout=30), log.read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        processes.stop(self.pidfile, timeout=10)
 
 
 @pytest.fixture
@@ -124,10 +100,6 @@ def remote_ports(pid: int) -> set[int]:
     return ports
 
 
-def logs(directory: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(directory.glob("*.log")))
-
-
 def transfer(user: Any, cleanup: list[Run], registry: Testbed, files: int, concurrency: int) -> Run:
     run = run_start(
         user=user,
@@ -167,6 +139,7 @@ def test_an_agent_runs_a_ten_file_transfer_run_from_its_site_and_never_connects_
     run.refresh_from_db()
 
     assert run.state == "finished", f"{run.message}\n{logs(tmp_path)}"
+    assert run.agent is not None
     assert (run.parameters["queue"], run.agent.site.name) == ("agent.TB-T0", "TB-T0")
     # It spoke to the portal (and the storage), never to the portal's PostgreSQL or Redis.
     database, broker = int(settings.DATABASES["default"]["PORT"] or 5432), urlsplit(settings.CELERY_BROKER_URL).port
@@ -196,7 +169,7 @@ def test_an_agent_runs_an_iperf3_run_from_its_site(
     wait_for_run_end(run, 90)
 
     assert run.state == "finished", f"{run.message}\n{logs(tmp_path)}"
-    assert run.agent.site.name == "TB-T1-A"
+    assert run.agent is not None and run.agent.site.name == "TB-T1-A"
     assert run.summary["rate"] > 0 and run.summary["path_mtu"]
     assert NetworkMeasurement.objects.filter(run=run).count() == 1
 

@@ -37,7 +37,7 @@ def netns_testbed() -> Iterator[Testbed]:
     yield bed
     bed.down()
     assert network_leftovers(layout) == [], "testbed down left parts of the namespaced network"
-    assert processes.pids_mentioning(f"{bed.dir}/", {"testbed.relay", "celery"}) == [], "down left the relay"
+    assert processes.pids_mentioning(f"{bed.dir}/", {"testbed.relay", "celery", "agent"}) == [], "down left a process"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`manage.py testbed up|down|status|env|reset|exec|worker`: the local grid testbed."""
+"""`manage.py testbed up|down|status|env|reset|exec|worker|agents`: the local grid testbed."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from urllib.parse import quote
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from common import processes
 from testbed.grid import Testbed, TestbedConfig, remove_state
 from testbed.grid.config import NETWORKS
 from testbed.grid.netns import place_status
+from testbed.site_agents import testbed_agents_start, testbed_agents_stop, testbed_portal_url
 
 
 class Command(BaseCommand):
@@ -25,12 +27,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "action",
-            choices=["up", "run", "down", "status", "env", "reset", "exec", "worker"],
+            choices=["up", "run", "down", "status", "env", "reset", "exec", "worker", "agents"],
             help="up: start what is not running; run: up, then stay in the foreground until "
             "stopped (for containers); down: stop all; status: every endpoint and whether "
             "it answers; env: shell exports for gfal2 clients; reset: down and delete the "
             "testbed's data and certificates; exec SITE -- CMD: run CMD in the site's network namespace; "
-            "worker SITE: start (--stop: stop) a Celery worker for the site's queue in its namespace",
+            "worker SITE: start (--stop: stop) a Celery worker for the site's queue in its namespace; agents: enrol "
+            "and start an agent for every site inside its namespace (--stop: stop them, revoke the testbed's keys)",
         )
         parser.add_argument("site", nargs="?", help="exec and worker: the site (TB-T1-A, or its key t1a)")
         parser.add_argument("command", nargs="*", help="exec: the command to run, after --")
@@ -41,7 +44,12 @@ class Command(BaseCommand):
             help="up/run: loopback (every site on 127.0.0.1, the default) or namespaces (each site in a network "
             "namespace of its own: its own address, MTU and link capacities; root only). Default: TESTBED_NETWORK",
         )
-        parser.add_argument("--stop", action="store_true", help="worker: stop the site's worker")
+        parser.add_argument("--stop", action="store_true", help="worker, agents: stop the site's worker, the agents")
+        parser.add_argument(
+            "--portal-url",
+            default="",
+            help="agents: the portal as the sites reach it (default: PORTAL_URL at TESTBED_PORTAL_ADDRESS)",
+        )
         parser.add_argument("--concurrency", type=int, default=4, help="worker: its threads (default 4)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -52,6 +60,8 @@ class Command(BaseCommand):
         action = options["action"]
         if action in ("exec", "worker"):
             self._in_site(testbed, action, options)
+        elif action == "agents":
+            self._agents(testbed, options)
         elif action in ("up", "run"):
             try:
                 started = testbed.up()
@@ -63,6 +73,7 @@ class Command(BaseCommand):
             if action == "run":
                 self._wait_then_stop(testbed, started)
         elif action == "down":
+            self._agents_revoke(testbed)
             stopped = testbed.down()
             self.stdout.write(f"testbed down (stopped: {', '.join(stopped) or 'nothing was running'})")
         elif action == "status":
@@ -106,6 +117,35 @@ class Command(BaseCommand):
         completed = subprocess.run(testbed.site_argv(place.name, command), check=False)
         if completed.returncode:
             raise SystemExit(completed.returncode)
+
+    def _agents(self, testbed: Testbed, options: dict[str, Any]) -> None:
+        """agents [--portal-url URL]: every site's agent enrolled and started in its namespace; --stop: stopped."""
+        if options["stop"]:
+            stopped, revoked = testbed_agents_stop(testbed=testbed)
+            self.stdout.write(f"agents stopped: {', '.join(stopped) or 'none ran'}; {revoked} testbed keys revoked")
+            return
+        url = options["portal_url"] or testbed_portal_url(testbed)
+        try:
+            started = testbed_agents_start(testbed=testbed, portal_url=url)
+        except RuntimeError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"agents of the testbed's sites, reaching the portal at {url}:")
+        for agent in started:
+            where = f"pid {agent.pid}, log {testbed.agent_log(agent.site)}" if agent.pid else "not started"
+            self.stdout.write(f"  {agent.site:<10} {agent.note}; {where}")
+
+    def _agents_revoke(self, testbed: Testbed) -> None:
+        """down: the testbed's own agents stop and their keys are revoked (the sites' work goes back to their
+        queues); a site's other agents keep theirs. Without a database, down still stops everything."""
+        if not testbed.site_agents() and testbed.layout is None:
+            return
+        try:
+            stopped, revoked = testbed_agents_stop(testbed=testbed)
+        except DatabaseError as exc:
+            self.stderr.write(f"the testbed's agents stopped, their keys not revoked (no database: {exc})")
+            return
+        if stopped or revoked:
+            self.stdout.write(f"agents stopped: {', '.join(stopped) or 'none ran'}; {revoked} testbed keys revoked")
 
     def _wait_then_stop(self, testbed: Testbed, started: list[str]) -> None:
         """Stay up until SIGTERM/SIGINT, then stop what this command started."""
@@ -160,7 +200,7 @@ class Command(BaseCommand):
         layout = testbed.layout
         if layout is None:
             return []
-        workers = testbed.site_workers()
+        workers, agents = testbed.site_workers(), testbed.site_agents()
         places = []
         for place in layout.sites:
             now = place_status(place)
@@ -175,6 +215,7 @@ class Command(BaseCommand):
                         {"to": addresses.get(to, to), "bits_per_second": bits} for to, bits in now.shaped.items()
                     ],
                     "worker": workers.get(place.name),
+                    "agent": agents.get(place.name),
                 }
             )
         return places
@@ -196,6 +237,7 @@ class Command(BaseCommand):
                 f"{place['namespace']} {place['address']} MTU {place['mtu']}" if place["namespace"] else "no namespace"
             )
             worker = f", worker pid {place['worker']}" if place["worker"] else ""
+            worker += f", agent pid {place['agent']}" if place["agent"] else ""
             self.stdout.write(f"    {place['site']:<10} {where}; {capacities or 'no capacity set'}{worker}")
 
     def _tokens_line(self, testbed: Testbed) -> str:
