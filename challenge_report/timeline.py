@@ -18,6 +18,8 @@ MAX_ALERTS = 500  # the timeline of a long, noisy week keeps its newest alerts' 
 
 
 def _alert_events(*, challenge: Challenge, user: Any, at: datetime) -> list[dict[str, Any]]:
+    """What the alerts did before `at` (the end of the report's window, content.events_window): opened, and
+    acknowledged or resolved only when that too happened before it."""
     events = []
     for alert in alerts_visible(user=user, challenge=challenge).filter(started_at__lt=at)[:MAX_ALERTS]:
         about = alert.get_kind_display()
