@@ -67,7 +67,7 @@ def optimizer_links(*, challenge: Challenge, user: Any, at: datetime, rows: list
     }
     decided = _decisions(challenge=challenge, user=user, at=at)
     planned = _planned(rows)
-    rows = []
+    found: list[dict[str, Any]] = []
     for key in sorted({*panel, *decided}, key=lambda pair: (pair[0].lower(), pair[1].lower())):
         link = panel.get(key, {})
         decisions = decided.get(key, [])
@@ -81,7 +81,7 @@ def optimizer_links(*, challenge: Challenge, user: Any, at: datetime, rows: list
         )
         limits.pop(None, None)
         latest = decisions[-1] if decisions else None
-        rows.append(
+        found.append(
             {
                 "source": key[0],
                 "destination": key[1],
@@ -100,7 +100,7 @@ def optimizer_links(*, challenge: Challenge, user: Any, at: datetime, rows: list
                       "success": latest.success, "rationale": latest.rationale},
             }
         )  # fmt: skip
-    return rows
+    return found
 
 
 def fts_failures(*, challenge: Challenge, user: Any) -> list[dict[str, Any]]:
