@@ -208,6 +208,8 @@ def _network(c: dict[str, Any]) -> list[str]:
     lines = ["## 6. The network", ""]
     for w in c["network"]:
         lines += [f"### Sweep “{w['sweep']}” ({w['state']})", ""]
+        if w.get("measured_by"):
+            lines += [f"_{'; '.join(w['measured_by']).capitalize()}._", ""]
         for g in w["functional"]:
             lines += _grid(g, lambda v: "OK" if v["ok"] else (v["short_error"] or v["error"]))
         for g in w["throughput"]:

@@ -84,6 +84,8 @@ def network_section(*, challenge: Challenge, user: Any) -> list[dict[str, Any]]:
                 "functional": [grid_dict(grid) for grid in functional_grids(rows)] if rows else [],
                 "throughput": [grid_dict(grid) for grid in throughput_grids(rows)] if rows else [],
                 "network": grid_dict(network) if network else None,
+                # where its steps were measured (sweeps.tables.step_measured_by), each way once
+                "measured_by": sorted({row["measured_by"] for row in [*rows, *net] if row["measured_by"]}),
             }
         )
     return section
