@@ -14,12 +14,15 @@ from django.utils import timezone
 from django.utils.html import escape
 from rest_framework.test import APIClient
 
+from runs import dispatch
 from runs.models import Run
 from sites.agents import agent_enroll
+from sites.roles import membership_grant
+from sweeps import services
 from sweeps.models import Sweep
 from sweeps.services import sweep_advance, sweep_start
 from sweeps.tables import matrix_rows, network_rows
-from tests.sweeps.test_sweeps import body, coordinator, no_workers, sites  # noqa: F401  (fixtures)
+from tests.sites.factories import NetworkHostFactory, SiteFactory, StorageEndpointFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -31,11 +34,28 @@ EXPECTED = {
 
 
 @pytest.fixture
-def swept(sites: list[Any], coordinator: Any) -> Sweep:  # noqa: F811
-    """A sweep over A, B and C run to its end one step at a time, each step's run ended as its worker or agent would
+def coordinator() -> Any:
+    user = UserFactory(username="coord")
+    membership_grant(user=user, role="coordinator")
+    return user
+
+
+@pytest.fixture
+def swept(monkeypatch: pytest.MonkeyPatch, coordinator: Any) -> Sweep:
+    """A sweep over sites A, B and C (a worker serves site A's queue, B has an agent, C neither) run to its end one
+    step at a time with no worker (what would be sent is dropped), each step's run ended as its worker or agent would
     end it; B's agent ran B's steps (as its claim records on the run)."""
-    agent, _ = agent_enroll(site=sites[1])
-    sweep = sweep_start(user=coordinator, data=body(modes=["pull"]))
+    monkeypatch.setattr(dispatch, "prepare_send", lambda *args, **kwargs: None)
+    monkeypatch.setattr(dispatch, "served_queues", lambda: {"site.A"})
+    monkeypatch.setattr(services, "advance_send", lambda *args: None)
+    for number, name in enumerate(("A", "B", "C")):
+        site = SiteFactory(name=name)
+        StorageEndpointFactory(site=site, url=f"davs://{name.lower()}.example.org:1094/data", kind="disk")
+        NetworkHostFactory(site=site, address=f"ps.{name.lower()}.example.org:{5201 + number}")
+        if name == "B":
+            agent, _ = agent_enroll(site=site)
+    data = {"name": "s", "sites": ["A", "B", "C"], "modes": ["pull"], "concurrency": [2]}
+    sweep = sweep_start(user=coordinator, data=data)
     for _ in range(sweep.steps.count() + 1):
         sweep_advance(sweep.pk)
         current = sweep.steps.filter(state="running").select_related("source").first()
@@ -58,7 +78,7 @@ def test_every_row_says_where_its_step_was_measured(swept: Sweep) -> None:
         assert row["measured_by"] == EXPECTED[row["source"]], row
 
 
-def test_the_page_the_exports_and_the_api_say_the_same(swept: Sweep, coordinator: Any, client: Any) -> None:  # noqa: F811
+def test_the_page_the_exports_and_the_api_say_the_same(swept: Sweep, coordinator: Any, client: Any) -> None:
     client.force_login(coordinator)
     html = client.get(f"/sweeps/{swept.pk}/").content.decode()
     for label in EXPECTED.values():
