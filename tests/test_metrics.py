@@ -16,9 +16,9 @@ from portal import metrics
 from results.models import TransferRecord
 from runs.models import Run, RunFile
 from sites.agents import agent_enroll, agent_revoke
+from sites.models import Site
 from tests.challenges.factories import ActivityFactory
 from tests.live.deliveries import alert_make
-from tests.sites.factories import SiteFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -142,9 +142,12 @@ def agent_beat(key: str, in_flight: list[dict[str, int]]) -> None:
 
 @override_settings(METRICS_TOKEN=TOKEN)
 def test_each_agent_says_when_it_last_called_its_jobs_in_flight_and_whether_it_is_enrolled(client: Client) -> None:
-    key = agent_enroll(site=SiteFactory(name="TB-T0"), name="host-2")[1]
-    quiet, _ = agent_enroll(site=SiteFactory(name="TB-T1-B"))
-    gone, _ = agent_enroll(site=SiteFactory(name="TB-T2"))
+    beating_site, quiet_site, gone_site = (
+        Site.objects.create(name=name, tier=1, country="IT") for name in ("TB-T0", "TB-T1-B", "TB-T2")
+    )
+    key = agent_enroll(site=beating_site, name="host-2")[1]
+    quiet, _ = agent_enroll(site=quiet_site)
+    gone, _ = agent_enroll(site=gone_site)
     before = timezone.now()
     agent_beat(key, [{"id": 901, "bytes": 10}, {"id": 902, "bytes": 0}])  # two jobs the portal does not know: counted
     after = timezone.now()

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 def people(world: dict[str, Any]) -> dict[str, Any]:
     """The site report tests' world with CMS beside ATLAS in TC22, and each experiment's DDM contact."""
     atlas = world["activity"].experiment
-    cms = ExperimentFactory(name="CMS")
+    cms: Any = ExperimentFactory(name="CMS")
     ActivityFactory(challenge=world["challenge"], name="CMS DT", experiment=cms, start=T0, end=at(24))
     users = get_user_model().objects
     atlas_ddm, cms_ddm = users.create_user("atlas-ddm"), users.create_user("cms-ddm")

@@ -49,7 +49,7 @@ def swept(monkeypatch: pytest.MonkeyPatch, coordinator: Any) -> Sweep:
     monkeypatch.setattr(dispatch, "served_queues", lambda: {"site.A"})
     monkeypatch.setattr(services, "advance_send", lambda *args: None)
     for number, name in enumerate(("A", "B", "C")):
-        site = SiteFactory(name=name)
+        site: Any = SiteFactory(name=name)
         StorageEndpointFactory(site=site, url=f"davs://{name.lower()}.example.org:1094/data", kind="disk")
         NetworkHostFactory(site=site, address=f"ps.{name.lower()}.example.org:{5201 + number}")
         if name == "B":
@@ -59,7 +59,7 @@ def swept(monkeypatch: pytest.MonkeyPatch, coordinator: Any) -> Sweep:
     for _ in range(sweep.steps.count() + 1):
         sweep_advance(sweep.pk)
         current = sweep.steps.filter(state="running").select_related("source").first()
-        if current is None:
+        if current is None or current.run_id is None:
             break
         agent_id = agent.pk if current.source.name == "B" else None
         Run.objects.filter(pk=current.run_id).update(
