@@ -6,7 +6,7 @@ the plan gives (challenges.injection)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
@@ -23,11 +23,12 @@ TOP_FTS_CAUSES = 20
 
 
 def _decisions(*, challenge: Challenge, user: Any, at: datetime) -> dict[tuple[str, str], list[OptimizerDecision]]:
-    """FTS's optimizer decisions over the challenge up to `at`, per link (names), of no experiment or of one the
-    reader may read (as the link panel reads them)."""
-    decisions = OptimizerDecision.objects.filter(
-        at__gte=challenge.start, at__lt=min(challenge.end, at + timedelta(minutes=1))
-    ).filter(Q(experiment__isnull=True) | Q(experiment__in=experiments_visible(user=user)))
+    """FTS's optimizer decisions of the report's window [challenge start, `at`) (the minutes its targets' figures
+    count: content.events_window), per link (names), of no experiment or of one the reader may read (as the link
+    panel reads them)."""
+    decisions = OptimizerDecision.objects.filter(at__gte=challenge.start, at__lt=min(challenge.end, at)).filter(
+        Q(experiment__isnull=True) | Q(experiment__in=experiments_visible(user=user))
+    )
     links: dict[tuple[str, str], list[OptimizerDecision]] = defaultdict(list)
     for decision in decisions.select_related("source_site", "destination_site").order_by("at", "id").iterator():
         source = decision.source_site.name if decision.source_site else decision.source_se
@@ -56,16 +57,17 @@ def _target_at(targets: list[Target], moment: datetime) -> float | None:
 
 
 def optimizer_links(*, challenge: Challenge, user: Any, at: datetime, rows: list[TargetRates]) -> list[dict[str, Any]]:
-    """Per link: the panel's figures at `at` (average so far, what limits it now) and over the challenge the
-    optimizer's decisions: how many, the fewest and most actives it allowed, and how often each limit was seen
-    (each decision read against the link's target at its time)."""
+    """Per link: the panel's figures at `at` (average so far, its last hour) and over the report's window the
+    optimizer's decisions: how many, the fewest and most actives it allowed, how often each limit was seen (each
+    decision read against the link's target at its time), and what limited it at the end (the latest decision of
+    the window read as the panel reads its latest, so no decision after `at` shows)."""
     panel = {
         (link["source"], link["destination"]): link
         for link in challenge_links(challenge=challenge, user=user, at=at)["links"]
     }
     decided = _decisions(challenge=challenge, user=user, at=at)
     planned = _planned(rows)
-    rows = []
+    found: list[dict[str, Any]] = []
     for key in sorted({*panel, *decided}, key=lambda pair: (pair[0].lower(), pair[1].lower())):
         link = panel.get(key, {})
         decisions = decided.get(key, [])
@@ -79,13 +81,15 @@ def optimizer_links(*, challenge: Challenge, user: Any, at: datetime, rows: list
         )
         limits.pop(None, None)
         latest = decisions[-1] if decisions else None
-        rows.append(
+        found.append(
             {
                 "source": key[0],
                 "destination": key[1],
                 "target_rate": max((target.rate for target in planned.get(key, [])), default=None),
                 "average_rate": link.get("average_rate"),
-                "limited_by": link.get("limited_by"),
+                "limited_by": link_limited_by(
+                    decision=latest, target_rate=link.get("target_rate"), rate=link.get("last_hour_rate") or 0.0
+                ),
                 "decisions": len(decisions),
                 "active_min": min((d.active for d in decisions), default=None),
                 "active_max": max((d.active for d in decisions), default=None),
@@ -96,7 +100,7 @@ def optimizer_links(*, challenge: Challenge, user: Any, at: datetime, rows: list
                       "success": latest.success, "rationale": latest.rationale},
             }
         )  # fmt: skip
-    return rows
+    return found
 
 
 def fts_failures(*, challenge: Challenge, user: Any) -> list[dict[str, Any]]:

@@ -41,6 +41,13 @@ def report_minute(*, challenge: Challenge, now: datetime | None = None) -> datet
     return figures_minute(min(now or timezone.now(), challenge.end))
 
 
+def events_window(*, challenge: Challenge, at: datetime) -> dict[str, datetime]:
+    """The span the report reads events over (alerts, FTS's optimizer decisions): from the challenge's start up to
+    `at`, excluded, the minutes its targets' figures count (results.targets.figures), so a report made mid-challenge
+    shows nothing that happened after its "as of", like its figures."""
+    return {"start": challenge.start, "end": min(challenge.end, at)}
+
+
 def report_state(*, challenge: Challenge, at: datetime) -> str:
     if at < challenge.start:
         return "not started"
@@ -143,6 +150,7 @@ def report_content(*, challenge: Challenge, user: Any, now: datetime | None = No
     experiments = experiments_section(challenge=challenge, rows=rows, user=user, at=at, figures=figures)
     narratives_attach(challenge=challenge, user=user, experiments=experiments)
     sites = sites_section(challenge=challenge, user=user, at=at)
+    window = events_window(challenge=challenge, at=at)
     return {
         "format": FORMAT,
         "challenge": {"name": challenge.name, "slug": challenge.slug},
@@ -152,9 +160,10 @@ def report_content(*, challenge: Challenge, user: Any, now: datetime | None = No
         "notice": None if state == "finished" else f"Challenge {state}: figures so far, at {at:%Y-%m-%d %H:%M} UTC",
         "introduction": introduction_section(challenge=challenge, user=user, rows=rows),
         "experiments": experiments,
-        "central_services": central_section(challenge=challenge, user=user, at=at, rows=rows),
+        "events_window": window,
+        "central_services": central_section(challenge=challenge, user=user, at=window["end"], rows=rows),
         "sites": sites,
-        "timeline": timeline_section(challenge=challenge, user=user, sites=sites, at=at),
+        "timeline": timeline_section(challenge=challenge, user=user, sites=sites, at=window["end"]),
         "network": network_section(challenge=challenge, user=user),
         "lessons": lessons_section(challenge=challenge, user=user, experiments=experiments),
         "summary": summary_section(rows=rows),

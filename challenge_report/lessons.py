@@ -8,7 +8,7 @@ from typing import Any
 
 from challenges.models import Challenge
 from reports.choices import ReportStatus
-from reports.experiments import experiment_reports_readable
+from reports.experiments import experiment_reports_readable, text_lines
 from reports.models import ExperimentReport
 from reports.rendering import markdown_render
 
@@ -48,7 +48,7 @@ def narratives_attach(*, challenge: Challenge, user: Any, experiments: list[dict
 
 
 def _lines(who: str, text: str) -> list[dict[str, str]]:
-    return [{"who": who, "text": line.strip(" -*\t")} for line in text.splitlines() if line.strip(" -*\t")]
+    return [{"who": who, "text": line} for line in text_lines(text)]
 
 
 def lessons_section(*, challenge: Challenge, user: Any, experiments: list[dict[str, Any]]) -> dict[str, Any]:

@@ -109,8 +109,14 @@ def _experiment(number: int, x: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _central(s: dict[str, Any]) -> list[str]:
+def events_window_text(window: dict[str, Any]) -> str:
+    """The span the alerts and FTS's optimizer decisions were read over, as the page and the Markdown say it."""
+    return f"from {when(window['start'])} to {when(window['end'])} UTC"
+
+
+def _central(s: dict[str, Any], window: dict[str, Any]) -> list[str]:
     lines = ["## 3. Central services", "", "### FTS: the optimizer per link", ""]
+    lines += [f"_FTS's optimizer decisions {events_window_text(window)}._", ""]
     lines += table(
         ["Link", "Target", "Average", "Decisions", "Actives allowed", "Limits seen", "Limited by at the end"],
         [
@@ -202,6 +208,8 @@ def _network(c: dict[str, Any]) -> list[str]:
     lines = ["## 6. The network", ""]
     for w in c["network"]:
         lines += [f"### Sweep “{w['sweep']}” ({w['state']})", ""]
+        if w.get("measured_by"):
+            lines += [f"_{'; '.join(w['measured_by']).capitalize()}._", ""]
         for g in w["functional"]:
             lines += _grid(g, lambda v: "OK" if v["ok"] else (v["short_error"] or v["error"]))
         for g in w["throughput"]:
@@ -215,7 +223,7 @@ def _network(c: dict[str, Any]) -> list[str]:
 
 
 def _rest(c: dict[str, Any]) -> list[str]:
-    lines = ["## 5. The challenge as it happened", ""]
+    lines = ["## 5. The challenge as it happened", "", f"_Alerts {events_window_text(c['events_window'])}._", ""]
     lines += table(
         ["When", "What", "About", ""],
         [[when(e["at"]), e["kind"], e["subject"], e["text"][:200]] for e in c["timeline"]],
@@ -260,7 +268,9 @@ def report_markdown(c: dict[str, Any]) -> str:
     lines += _introduction(c) + notice + ["## 2. The experiments' perspective", ""]
     for number, x in enumerate(c["experiments"], 1):
         lines += _experiment(number, x)
-    lines += notice + _central(c["central_services"]) + notice + ["## 4. The sites' perspective", ""]
+    lines += (
+        notice + _central(c["central_services"], c["events_window"]) + notice + ["## 4. The sites' perspective", ""]
+    )
     for number, s in enumerate(c["sites"], 1):
         lines += _site(number, s)
     lines += notice + _rest(c)

@@ -18,6 +18,8 @@ MAX_ALERTS = 500  # the timeline of a long, noisy week keeps its newest alerts' 
 
 
 def _alert_events(*, challenge: Challenge, user: Any, at: datetime) -> list[dict[str, Any]]:
+    """What the alerts did before `at` (the end of the report's window, content.events_window): opened, and
+    acknowledged or resolved only when that too happened before it."""
     events = []
     for alert in alerts_visible(user=user, challenge=challenge).filter(started_at__lt=at)[:MAX_ALERTS]:
         about = alert.get_kind_display()
@@ -82,6 +84,8 @@ def network_section(*, challenge: Challenge, user: Any) -> list[dict[str, Any]]:
                 "functional": [grid_dict(grid) for grid in functional_grids(rows)] if rows else [],
                 "throughput": [grid_dict(grid) for grid in throughput_grids(rows)] if rows else [],
                 "network": grid_dict(network) if network else None,
+                # where its steps were measured (sweeps.tables.step_measured_by), each way once
+                "measured_by": sorted({row["measured_by"] for row in [*rows, *net] if row["measured_by"]}),
             }
         )
     return section

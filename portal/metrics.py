@@ -108,13 +108,52 @@ def open_alerts() -> Iterator[Metric]:
     yield alerts
 
 
-# Each part of the scrape, by name. Agents last seen (issue #35) join here once site agents exist: no agent yet.
+def site_agents() -> Iterator[Metric]:
+    """Every enrolled site agent (sites.SiteAgent, one small table read once): when it last called the portal, how
+    long ago that was, the jobs it said it had in flight, and whether it is enrolled or revoked. A revoked agent keeps
+    its `portal_agent_enrolled 0` series so that a revocation reads as one, not as an agent gone missing."""
+    from sites.models import SiteAgent
+
+    now = timezone.now()
+    labels = ["site", "agent"]
+    enrolled = GaugeMetricFamily(
+        "portal_agent_enrolled", "1 for a site agent whose credential is valid, 0 for a revoked one", labels=labels
+    )
+    last_seen = GaugeMetricFamily(
+        "portal_agent_last_seen_timestamp_seconds",
+        "Unix time of the enrolled agent's last call to the portal (no sample: it never called)",
+        labels=labels,
+    )
+    silence = GaugeMetricFamily(
+        "portal_agent_seconds_since_seen",
+        "Seconds since the enrolled agent last called the portal (since its enrolment when it never called)",
+        labels=labels,
+    )
+    in_flight = GaugeMetricFamily(
+        "portal_agent_jobs_in_flight", "Jobs the enrolled agent said it was running at its last call", labels=labels
+    )
+    agents = SiteAgent.objects.order_by("site__name", "name").values_list(
+        "site__name", "name", "revoked", "last_seen", "created", "in_flight"
+    )
+    for site, name, revoked, seen, created, jobs in agents:
+        enrolled.add_metric([site, name], 0 if revoked else 1)
+        if revoked:
+            continue
+        if seen is not None:
+            last_seen.add_metric([site, name], seen.timestamp())
+        silence.add_metric([site, name], max((now - (seen or created)).total_seconds(), 0.0))
+        in_flight.add_metric([site, name], jobs)
+    yield from (enrolled, last_seen, silence, in_flight)
+
+
+# Each part of the scrape, by name.
 COLLECTORS: dict[str, Callable[[], Iterator[Metric]]] = {
     "runs": runs_by_state,
     "files": files_in_flight,
     "ingest": ingest_records,
     "stomp": stomp_lag,
     "alerts": open_alerts,
+    "agents": site_agents,
 }
 
 

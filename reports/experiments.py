@@ -26,6 +26,12 @@ ROW_MODELS: dict[str, Any] = {"problems": ExperimentProblem, "actions": Experime
 ROW_FIELDS = {"problems": ("category", "ticket", "description"), "actions": ("description", "taken_at")}
 
 
+def text_lines(text: str) -> list[str]:
+    """A report's lessons or next steps, one a line, without list marks ("- ", "* ") or blank lines: as its page and
+    the challenge report list them."""
+    return [line.strip(" -*\t") for line in text.splitlines() if line.strip(" -*\t")]
+
+
 def experiment_reports_readable(*, user: Any, queryset: QuerySet[ExperimentReport] | None = None) -> Any:
     """The experiment reports the user may read: those of experiments it reads, drafts only where it may write."""
     queryset = ExperimentReport.objects.all() if queryset is None else queryset

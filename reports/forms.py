@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
 from challenges.forms import UtcDateTimeInput
 from challenges.models import Challenge, Target
@@ -181,3 +181,68 @@ class ReportForms:
 
 def _without_delete(data: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if key != "DELETE"}
+
+
+class ExperimentReportForm(forms.Form):
+    """An experiment report's texts."""
+
+    narrative = forms.CharField(
+        widget=forms.Textarea({"rows": 10}),
+        required=False,
+        help_text="What happened, in Markdown: **bold**, lists, links, tables. Raw HTML is removed.",
+    )
+    lessons = forms.CharField(
+        widget=forms.Textarea({"rows": 4}), required=False, help_text="lessons learned, one a line"
+    )
+    next_steps = forms.CharField(widget=forms.Textarea({"rows": 4}), required=False, help_text="next steps, one a line")
+
+
+EXPERIMENT_FORMSETS: dict[str, type[forms.BaseFormSet]] = {
+    "problems": FORMSETS["problems"],
+    "actions": FORMSETS["actions"],
+}
+
+
+class ExperimentReportForms:
+    """The experiment report form and its problems and actions, bound together: `texts()` and `rows()` are what
+    reports.experiments.experiment_report_save takes; `add_problems()` puts its problems back on the forms."""
+
+    def __init__(self, *, data: Any, report: Any) -> None:
+        initial = {name: getattr(report, name) for name in ("narrative", "lessons", "next_steps")} if report else {}
+        self.report_form = ExperimentReportForm(data, initial=initial)
+        rows = {
+            "problems": [dict(row) for row in report.problems.values("category", "ticket", "description")]
+            if report
+            else [],
+            "actions": [dict(row) for row in report.actions.values("description", "taken_at")] if report else [],
+        }
+        self.formsets = {
+            kind: formset_class(data, prefix=kind, initial=rows[kind])
+            for kind, formset_class in EXPERIMENT_FORMSETS.items()
+        }
+
+    def is_valid(self) -> bool:
+        valid = self.report_form.is_valid()
+        for formset in self.formsets.values():
+            valid = formset.is_valid() and valid
+        return valid
+
+    def texts(self) -> dict[str, str]:
+        return {name: str(self.report_form.cleaned_data.get(name, "")) for name in ExperimentReportForm.base_fields}
+
+    def rows(self) -> dict[str, list[dict[str, Any]]]:
+        return {
+            kind: [
+                _without_delete(form.cleaned_data)
+                for form in formset.forms
+                if form.has_changed() and not form.cleaned_data.get("DELETE")
+            ]
+            for kind, formset in self.formsets.items()
+        }
+
+    def add_problems(self, error: ValidationError) -> None:
+        for place, messages in error.message_dict.items():
+            field = place if place in self.report_form.fields else None
+            for message in messages:
+                named = field is not None or place == NON_FIELD_ERRORS
+                self.report_form.add_error(field, message if named else f"{place}: {message}")

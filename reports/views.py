@@ -108,12 +108,12 @@ def _form_page(request: HttpRequest, *, challenge: Challenge, site: Site, report
     return render(request, "reports/report_form.html", context, status=400 if request.method == "POST" else 200)
 
 
-def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
+def forbidden(request: HttpRequest, message: str) -> HttpResponse:
     """403 with the reason on the page."""
     return render(request, "reports/forbidden.html", {"message": message}, status=403)
 
 
-def _login_first(request: HttpRequest) -> HttpResponse | None:
+def login_first(request: HttpRequest) -> HttpResponse | None:
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     return None
@@ -121,7 +121,7 @@ def _login_first(request: HttpRequest) -> HttpResponse | None:
 
 def report_create(request: HttpRequest, slug: str) -> HttpResponse:
     """A new report of ?site=NAME (or of the one site the user administers)."""
-    if (login := _login_first(request)) is not None:
+    if (login := login_first(request)) is not None:
         return login
     challenge = challenge_for(slug=slug, user=request.user)
     name = request.GET.get("site", "").strip()
@@ -134,7 +134,7 @@ def report_create(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("say which site: ?site=NAME")
     problem = permissions.site_write_problem(user=request.user, site=site)
     if problem:
-        return _forbidden(request, problem)
+        return forbidden(request, problem)
     existing = SiteReport.objects.filter(challenge=challenge, site=site).first()
     if existing is not None:
         messages.info(request, f"{site.name} already has a report on {challenge.name}: here it is.")
@@ -143,19 +143,19 @@ def report_create(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def report_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    if (login := _login_first(request)) is not None:
+    if (login := login_first(request)) is not None:
         return login
     report = _report(request, slug, pk)
     problem = permissions.report_write_problem(user=request.user, report=report)
     if problem:
-        return _forbidden(request, problem)
+        return forbidden(request, problem)
     return _form_page(request, challenge=report.challenge, site=report.site, report=report)
 
 
 @require_POST
 def report_step(request: HttpRequest, slug: str, pk: int, step: str) -> HttpResponse:
     """submit, comment, accept or request-changes; the text of a comment or review note is POSTed as `text`."""
-    if (login := _login_first(request)) is not None:
+    if (login := login_first(request)) is not None:
         return login
     report = _report(request, slug, pk)
     text = request.POST.get("text", "")
@@ -170,7 +170,7 @@ def report_step(request: HttpRequest, slug: str, pk: int, step: str) -> HttpResp
     try:
         steps[step]()
     except PermissionDenied as exc:
-        return _forbidden(request, str(exc))
+        return forbidden(request, str(exc))
     except ValidationError as exc:
         for message in exc.messages:
             messages.error(request, message)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .tables import short_error
 
-FUNCTIONAL_COLUMNS = ["source", "destination", "mode", "concurrency", "ok", "error", "run"]
+FUNCTIONAL_COLUMNS = ["source", "destination", "mode", "concurrency", "ok", "error", "run", "measured_by"]
 COMPARE_COLUMNS = ["source", "destination", "mode", "concurrency", "this_rate", "earlier_rate", "ratio"]
 # A step that says whether its link works: its run ended by itself, or it could not start (a cancelled run does not).
 ENDED = ("finished", "partly", "failed", "not-started")
@@ -56,6 +56,7 @@ def functional_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "error": error,
             "short_error": short_error(error),
             "run": row["run"],
+            "measured_by": row["measured_by"],
         }
     return list(chosen.values())
 

@@ -7,12 +7,13 @@ from typing import Any
 from django.db.models import Prefetch, QuerySet
 
 from .models import Sweep, SweepStep
+from .tables import STEP_RELATED
 
 
 def sweeps_visible_to(*, user: Any) -> QuerySet[Sweep]:
     """The sweeps a user may read (the access policy: Sweep.objects.restrict), with their steps; user None: every
     sweep, for object_for to restrict."""
-    steps = SweepStep.objects.select_related("source", "destination", "run").order_by("index")
+    steps = SweepStep.objects.select_related(*STEP_RELATED).order_by("index")
     return (
         Sweep.objects.restrict(user)
         .select_related("activity", "created_by")

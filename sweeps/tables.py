@@ -18,6 +18,7 @@ from django.db.models import Count
 from django.db.models.functions import Left
 
 from results.matrix.cells import LinkCell, link_matrix
+from results.matrix.measured import measured_label
 from results.models import TransferRecord
 from runs.choices import RUN_ENDED, FileState
 from runs.models import RunFile
@@ -44,6 +45,7 @@ MATRIX_COLUMNS = [
     "active_seconds",
     "top_error",
     "measured_from",
+    "measured_by",
 ]
 NETWORK_COLUMNS = [
     "step",
@@ -63,6 +65,7 @@ NETWORK_COLUMNS = [
     "hops",
     "error",
     "measured_from",
+    "measured_by",
 ]
 SHORT_ERROR = 60
 
@@ -80,12 +83,31 @@ def short_error(text: str) -> str:
     return line if len(line) <= SHORT_ERROR else line[: SHORT_ERROR - 1].rstrip() + "…"
 
 
+STEP_RELATED = ("source", "destination", "run", "run__agent__site")
+
+
 def steps_of(sweep: Sweep) -> list[SweepStep]:
     """The sweep's steps in order: those prefetched with it (sweeps.selectors.sweeps_visible_to), else read."""
     prefetched: list[SweepStep] | None = getattr(sweep, "step_list", None)
     if prefetched is not None:
         return prefetched
-    return list(sweep.steps.select_related("source", "destination", "run").order_by("index"))
+    return list(sweep.steps.select_related(*STEP_RELATED).order_by("index"))
+
+
+def step_measured_by(step: SweepStep) -> str | None:
+    """Where the step was measured, in the words of every surface (results.matrix.measured): its run's agent when
+    one ran it, else where its run was sent (`agent.SITE`, `site.SITE`, the portal's default queue); None before it
+    was sent anywhere."""
+    agent = step.run.agent if step.run is not None else None
+    if agent is not None:
+        return measured_label(agents=[agent.site.name])
+    if not step.queue:
+        return None
+    if step.queue.startswith("agent."):
+        return measured_label(agents=[step.measured_from])
+    if step.queue.startswith("site."):
+        return measured_label(site_workers=[step.measured_from])
+    return measured_label(portal=True)
 
 
 def _step_state(step: SweepStep) -> str:
@@ -144,6 +166,7 @@ def matrix_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dict
                 "active_seconds": found.active_seconds if found else None,
                 "top_error": error,
                 "measured_from": step.measured_from if step.queue else None,
+                "measured_by": step_measured_by(step),
             }
         )
     return rows
@@ -197,6 +220,7 @@ def network_rows(sweep: Sweep, steps: list[SweepStep] | None = None) -> list[dic
                 "hops": summary.get("hops"),
                 "error": error,
                 "measured_from": step.measured_from if step.queue else None,
+                "measured_by": step_measured_by(step),
             }
         )
     return mtu_ends(rows)

@@ -18,6 +18,7 @@ from challenges.models import Activity
 from challenges.views import read_access
 from common.exports import export_requested, table_response
 from common.units import is_whole_number
+from results.matrix.measured import PORTAL_WORKERS
 from runs.parameters import CHECKSUMS
 from sites.models import Site
 from sites.roles import object_for, user_may
@@ -38,7 +39,15 @@ from .grids import (
 from .models import Sweep
 from .selectors import sweeps_visible_to
 from .services import sweep_cancel, sweep_start
-from .tables import MATRIX_COLUMNS, NETWORK_COLUMNS, matrix_rows, network_rows, steps_of, sweep_progress
+from .tables import (
+    MATRIX_COLUMNS,
+    NETWORK_COLUMNS,
+    matrix_rows,
+    network_rows,
+    step_measured_by,
+    steps_of,
+    sweep_progress,
+)
 
 SWEEPS_PAGE = 50
 REFRESH_SECONDS = 5
@@ -153,13 +162,25 @@ def _export(request: HttpRequest, sweep: Sweep, rows: list[dict[str, Any]], net:
                 "state": s.state,
                 "run": s.run_id,
                 "queue": s.queue,
+                "measured_by": step_measured_by(s),
                 "message": s.message,
                 "started_at": s.started_at,
                 "finished_at": s.finished_at,
             }
             for s in steps_of(sweep)
         ]
-        columns = ["step", "kind", "source", "destination", "mode", "concurrency", "state", "run", "queue"]
+        columns = [
+            "step",
+            "kind",
+            "source",
+            "destination",
+            "mode",
+            "concurrency",
+            "state",
+            "run",
+            "queue",
+            "measured_by",
+        ]
         return table_response(
             request, name=name, columns=[*columns, "message", "started_at", "finished_at"], rows=steps
         )
@@ -174,7 +195,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if export_requested(request):
         return _export(request, sweep, rows, net)
     progress = sweep_progress(sweep, steps)
-    measured_from = sorted({row["measured_from"] for row in [*rows, *net] if row["measured_from"]})
+    measured_by = sorted({row["measured_by"] for row in [*rows, *net] if row["measured_by"]})
     earlier = sweeps_visible_to(user=request.user).filter(created_at__lt=sweep.created_at).exclude(pk=sweep.pk).first()
     context = {
         "sweep": sweep,
@@ -184,9 +205,9 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "functional": functional_grids(rows),
         "throughput": throughput_grids(rows),
         "network": network_grid(net),
-        "steps": steps,
-        "measured_from": measured_from,
-        "portal_only": measured_from == ["portal"],
+        "steps": [(step, step_measured_by(step)) for step in steps],
+        "measured_by": measured_by,
+        "portal_only": measured_by == [PORTAL_WORKERS],
         "can_cancel": user_may(user=request.user, action="cancel"),
         "earlier": earlier,
     }

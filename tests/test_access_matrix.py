@@ -121,8 +121,8 @@ def world() -> dict[str, Any]:
         queue="default",
     )  # fmt: skip
     report = SiteReport.objects.create(challenge=challenge, site=own, notes="all fine")
-    ExperimentReport.objects.create(challenge=challenge, experiment=cms, status="submitted",
-                                    narrative=f"{HIDDEN} told its story")  # fmt: skip
+    cms_story = ExperimentReport.objects.create(challenge=challenge, experiment=cms, status="submitted",
+                                                narrative=f"{HIDDEN} told its story")  # fmt: skip
     return {
         "atlas": atlas,
         "own": own,
@@ -141,6 +141,7 @@ def world() -> dict[str, Any]:
             "capacities": Capacity.objects.get(site=other).pk,
             "reports": report.pk,
             "dc": report.pk,  # reports/dc/<pk>/
+            "experiment-reports": cms_story.pk,  # reports/dc/experiment-reports/<pk>/
             "rules": FailureRule.objects.values_list("pk", flat=True).first() or 1,
             "default": 1,
         },
@@ -323,6 +324,9 @@ PAGE_ACTIONS: dict[str, tuple[str, str]] = {
     "cancel CMS's sweep (page)": ("post", "/sweeps/{cms_sweep}/cancel/"),
     "the report form of OTHER": ("get", "/reports/dc/new/?site=OTHER"),
     "the report form of OWN": ("get", "/reports/dc/new/?site=OWN"),
+    "the experiment report form of ATLAS": ("get", "/reports/dc/experiments/new/?experiment=ATLAS"),
+    "the experiment report form of CMS": ("get", "/reports/dc/experiments/new/?experiment=CMS"),
+    "edit CMS's experiment report (page)": ("get", "/reports/dc/experiment-reports/{cms_story}/edit/"),
     "the failure rules": ("get", "/results/failures/rules/"),
     "the tokens page": ("get", "/tokens/"),
 }
@@ -364,6 +368,9 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "cancel CMS's sweep (page)": (302, 403, 403, 403, 302, None, None),
     "the report form of OTHER": (302, 403, 403, 403, 200, 403, 403),
     "the report form of OWN": (302, 403, 403, 302, 302, 403, 302),
+    "the experiment report form of ATLAS": (302, 403, 200, 403, 200, 200, 403),
+    "the experiment report form of CMS": (302, 403, 403, 403, 302, 403, 403),
+    "edit CMS's experiment report (page)": (302, 403, 404, 403, 200, 404, 403),
     "the failure rules": (302, 403, 403, 403, 200, 403, 403),
     "the tokens page": (302, 403, 403, 403, 200, 403, 403),
 }  # None: a page form is posted from a session, never with a token (the pages take tokens on GET only)
@@ -400,6 +407,7 @@ def acted_on(world: dict[str, Any]) -> dict[str, Any]:
         "own_site": world["own"].pk,
         "other_site": other.pk,
         "own_report": world["ids"]["reports"],
+        "cms_story": world["ids"]["experiment-reports"],
         "until": (timezone.now() + timedelta(hours=1)).isoformat(),
     }
 

@@ -15,6 +15,8 @@ from ingest.consumer import consumer_status_write
 from portal import metrics
 from results.models import TransferRecord
 from runs.models import Run, RunFile
+from sites.agents import agent_enroll, agent_revoke
+from sites.models import Site
 from tests.challenges.factories import ActivityFactory
 from tests.live.deliveries import alert_make
 
@@ -91,8 +93,9 @@ def test_the_figures_are_the_databases_at_scrape_time(client: Client, django_ass
         format="fts", destination="/topic/transfer.fts_monitoring_complete", lag_seconds=4.5, waiting=0
     )
 
-    # Per part a transaction (a savepoint here, in the test's), its timeout, its release; one read per database part.
-    with django_assert_max_num_queries(5 * 3 + 4):
+    # Per part a transaction (a savepoint here, in the test's), its timeout, its release; one read per database part
+    # (runs, files, ingest, alerts, agents: the STOMP part reads the cache).
+    with django_assert_max_num_queries(len(metrics.COLLECTORS) * 3 + 5):
         body = scrape(client, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content
     got = samples(body)
     assert got[("portal_runs", (("kind", "transfer"), ("state", "running")))] == 2
@@ -126,3 +129,42 @@ def test_a_part_that_fails_says_so_and_the_others_are_still_read(
     assert got[("portal_metrics_collector_up", (("part", "alerts"),))] == 0
     assert got[("portal_metrics_collector_up", (("part", "runs"),))] == 1
     assert ("portal_run_files_in_flight", ()) in got
+
+
+def agent_beat(key: str, in_flight: list[dict[str, int]]) -> None:
+    """The agent's own heartbeat through the agents' API, as `python -m agent` sends it."""
+    body = {"version": "1.4", "kinds": ["transfer", "network"], "in_flight": in_flight}
+    response = Client().post(
+        "/api/v1/agent/heartbeat/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Agent {key}"
+    )
+    assert response.status_code == 200, response.content
+
+
+@override_settings(METRICS_TOKEN=TOKEN)
+def test_each_agent_says_when_it_last_called_its_jobs_in_flight_and_whether_it_is_enrolled(client: Client) -> None:
+    beating_site, quiet_site, gone_site = (
+        Site.objects.create(name=name, tier=1, country="IT") for name in ("TB-T0", "TB-T1-B", "TB-T2")
+    )
+    key = agent_enroll(site=beating_site, name="host-2")[1]
+    quiet, _ = agent_enroll(site=quiet_site)
+    gone, _ = agent_enroll(site=gone_site)
+    before = timezone.now()
+    agent_beat(key, [{"id": 901, "bytes": 10}, {"id": 902, "bytes": 0}])  # two jobs the portal does not know: counted
+    after = timezone.now()
+    type(quiet).objects.filter(pk=quiet.pk).update(created=after - timedelta(minutes=7))  # enrolled, never called
+    agent_revoke(agent=gone)
+
+    got = samples(scrape(client, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content)
+    t0 = (("agent", "host-2"), ("site", "TB-T0"))
+    never = (("agent", "agent"), ("site", "TB-T1-B"))
+    revoked = (("agent", "agent"), ("site", "TB-T2"))
+    assert before.timestamp() <= got[("portal_agent_last_seen_timestamp_seconds", t0)] <= after.timestamp()
+    assert 0 <= got[("portal_agent_seconds_since_seen", t0)] < 60
+    assert got[("portal_agent_jobs_in_flight", t0)] == 2
+    assert got[("portal_agent_enrolled", t0)] == 1
+    assert ("portal_agent_last_seen_timestamp_seconds", never) not in got  # it never called: no time, not 1970
+    assert 7 * 60 <= got[("portal_agent_seconds_since_seen", never)] < 8 * 60  # silent since its enrolment
+    assert got[("portal_agent_jobs_in_flight", never)] == 0
+    assert got[("portal_agent_enrolled", revoked)] == 0
+    assert ("portal_agent_seconds_since_seen", revoked) not in got  # a revoked agent is not a silent one
+    assert got[("portal_metrics_collector_up", (("part", "agents"),))] == 1

@@ -39,6 +39,7 @@ from ..selectors import records_visible_to
 from ..store.retention import retired_notice
 from ..tasks import failures_recategorize_on_commit
 from . import challenge as matrix
+from .measured import runs_agent_sites, runs_measured_label
 
 RECORDS_PAGE = 100
 
@@ -78,12 +79,15 @@ MATRIX_COLUMNS = [
     "failure_ratio",
     "runs",
     "top_error",
+    "measured_by",
 ]
 
 
-def _matrix_row(cell: matrix.MatrixCell) -> dict[str, Any]:
-    """A cell as the exports give it: SI base units; `runs` the number of portal runs behind it."""
-    return cell.as_row() | {"average_rate": cell.rate, "runs": len(cell.runs)}
+def _matrix_row(cell: matrix.MatrixCell, agent_sites: dict[int, str]) -> dict[str, Any]:
+    """A cell as the exports give it: SI base units; `runs` the number of portal runs behind it, `measured_by` where
+    they were measured (results.matrix.measured; None for DDM systems' records only)."""
+    measured_by = runs_measured_label(cell.runs, agent_sites)
+    return cell.as_row() | {"average_rate": cell.rate, "runs": len(cell.runs), "measured_by": measured_by}
 
 
 def _records_link(slug: str, cell: matrix.MatrixCell, experiment: Experiment | None) -> str:
@@ -117,8 +121,9 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
         split=split,
         resolution=resolution,
     )
+    agent_sites = runs_agent_sites({run for cell in result.cells for run in cell.runs})
     if export_requested(request):
-        rows = [_matrix_row(cell) for cell in result.cells]
+        rows = [_matrix_row(cell, agent_sites) for cell in result.cells]
         about = {"resolution": result.resolution}
         response = table_response(request, name=f"{slug}-matrix", columns=MATRIX_COLUMNS, rows=rows, about=about)
         response["X-Matrix-Resolution"] = result.resolution
@@ -130,7 +135,7 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
             "concurrency": group_concurrency,
             # {site name: marker}; the template shows them beside the row and column headers.
             "rows": [
-                (source, markers.get(source), _grid_row(slug, experiment, result.sites, row))
+                (source, markers.get(source), _grid_row(slug, experiment, result.sites, row, agent_sites))
                 for source, row in result.grid(cells)
             ],
         }
@@ -155,7 +160,11 @@ def challenge_matrix(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _grid_row(
-    slug: str, experiment: Experiment | None, sites: list[str], row: list[matrix.MatrixCell | None]
+    slug: str,
+    experiment: Experiment | None,
+    sites: list[str],
+    row: list[matrix.MatrixCell | None],
+    agent_sites: dict[int, str],
 ) -> list[dict[str, Any]]:
     return [
         {
@@ -163,6 +172,7 @@ def _grid_row(
             "cell": cell,
             "link": _records_link(slug, cell, experiment) if cell else None,
             "failed": None if cell is None or cell.failure_ratio is None else f"{cell.failure_ratio:.1%}",
+            "measured_by": runs_measured_label(cell.runs, agent_sites) if cell else None,
         }
         for destination, cell in zip(sites, row, strict=True)
     ]

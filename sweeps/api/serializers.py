@@ -14,7 +14,7 @@ from runs.parameters import CHECKSUMS
 from .. import plan
 from ..choices import MODES, PROTOCOLS
 from ..models import Sweep, SweepStep
-from ..tables import steps_of, sweep_progress
+from ..tables import step_measured_by, steps_of, sweep_progress
 
 
 class LinkSerializer(serializers.Serializer[Any]):
@@ -74,6 +74,12 @@ class SweepStepSerializer(serializers.ModelSerializer[SweepStep]):
     measured_from = serializers.SerializerMethodField(
         help_text="the source site whose worker ran it, or 'portal' (the default queue); null before it starts"
     )
+    measured_by = serializers.SerializerMethodField(
+        help_text=(
+            "where it was measured: 'measured at SITE by its agent', 'measured at SITE by the portal's worker "
+            "there' or 'measured by the portal's workers'; null before it starts"
+        )
+    )
     run_state = serializers.SerializerMethodField()
 
     class Meta:
@@ -90,6 +96,7 @@ class SweepStepSerializer(serializers.ModelSerializer[SweepStep]):
             "run_state",
             "queue",
             "measured_from",
+            "measured_by",
             "message",
             "started_at",
             "finished_at",
@@ -97,6 +104,9 @@ class SweepStepSerializer(serializers.ModelSerializer[SweepStep]):
 
     def get_measured_from(self, step: SweepStep) -> str | None:
         return step.measured_from if step.queue else None
+
+    def get_measured_by(self, step: SweepStep) -> str | None:
+        return step_measured_by(step)
 
     def get_run_state(self, step: SweepStep) -> str | None:
         return step.run.state if step.run is not None else None
@@ -174,6 +184,13 @@ class MatrixRowSerializer(serializers.Serializer[Any]):
     active_seconds = serializers.FloatField(allow_null=True)
     top_error = serializers.CharField(allow_blank=True)
     measured_from = serializers.CharField(allow_null=True)
+    measured_by = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "where it was measured: 'measured at SITE by its agent', 'measured at SITE by the portal's worker "
+            "there' or 'measured by the portal's workers'; null before it starts"
+        ),
+    )
 
 
 class NetworkRowSerializer(serializers.Serializer[Any]):
@@ -201,6 +218,13 @@ class NetworkRowSerializer(serializers.Serializer[Any]):
     hops = serializers.IntegerField(allow_null=True)
     error = serializers.CharField(allow_blank=True)
     measured_from = serializers.CharField(allow_null=True)
+    measured_by = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "where it was measured: 'measured at SITE by its agent', 'measured at SITE by the portal's worker "
+            "there' or 'measured by the portal's workers'; null before it starts"
+        ),
+    )
 
 
 class SweepMatrixSerializer(serializers.Serializer[Any]):

@@ -88,3 +88,34 @@ def test_a_running_challenge_is_reported_so_far(world: World) -> None:
     assert content["notice"] == "Challenge running: figures so far, at 2022-03-14 05:00 UTC"
     rows = [row for section in content["experiments"] for row in section["targets"]]
     assert all(row["so_far"] is not None for row in rows if row["activity"] != "atlas-tape")
+
+
+def test_a_mid_challenge_report_reads_alerts_and_decisions_up_to_its_as_of_only(world: World) -> None:
+    """Made as of 05:00 while later data exists (a report rebuilt for an earlier minute, or records that came in
+    after it): FTS's 05:00 decision and the alert's acknowledgement at 02:10 are after the window of a report of
+    02:08 or 05:00, as the targets' figures leave out the minutes from `at` on."""
+    from datetime import timedelta
+
+    from challenge_report.markdown import report_markdown
+    from challenge_report.render import report_html
+
+    from .world import T0, at
+
+    content = report_content(challenge=world.challenge, user=None, now=at(300) + timedelta(seconds=5))
+    assert content["events_window"] == {"start": T0, "end": at(300)}
+    pic = next(link for link in content["central_services"]["links"] if link["destination"] == "PIC")
+    assert (pic["decisions"], pic["active_min"], pic["active_max"]) == (1, 60, 60)  # not the 05:00 one
+    assert pic["latest"]["at"] == at(60) and pic["limits_seen"] == {"fts_max_active": 1}
+    assert pic["limited_by"] == "fts_max_active"  # its latest decision before 05:00, not the destination's limit
+    page = report_html(content_json(content), figures={})
+    assert "FTS's optimizer decisions from 2022-03-14 00:00 to 2022-03-14 05:00 UTC." in page
+    assert "Alerts from 2022-03-14 00:00 to 2022-03-14 05:00 UTC." in page
+    text = report_markdown(content_json(content))
+    assert "_FTS's optimizer decisions from 2022-03-14 00:00 to 2022-03-14 05:00 UTC._" in text
+    assert "_Alerts from 2022-03-14 00:00 to 2022-03-14 05:00 UTC._" in text
+
+    early = report_content(challenge=world.challenge, user=None, now=at(128) + timedelta(seconds=30))
+    assert [event["kind"] for event in early["timeline"] if event["kind"].startswith("alert")] == ["alert opened"]
+    later = report_content(challenge=world.challenge, user=None, now=at(301))
+    pic = next(link for link in later["central_services"]["links"] if link["destination"] == "PIC")
+    assert pic["decisions"] == 2 and pic["limited_by"] == "destination"  # from 05:01 on, the 05:00 decision counts

@@ -117,6 +117,8 @@ def test_one_post_gives_the_juno_tables_of_three_sites(
             assert row["aggregate_rate"] <= row["sum_of_file_rates"] * 1.000001, row
             assert row["volume"] == 2 * 4 * MB
         assert row["measured_from"] == ("TB-T0" if key[0] == "TB-T0" else "portal"), row
+        worker_there = "measured at TB-T0 by the portal's worker there"
+        assert row["measured_by"] == (worker_there if key[0] == "TB-T0" else "measured by the portal's workers"), row
     network = {(r["source"], r["destination"]): r for r in matrix["network"]}
     assert len(matrix["network"]) == 6 and len(network) == 6
     for row in network.values():
