@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -157,6 +158,7 @@ def transfer_file(
     params.event_callback = watch.on_event
     params.monitor_callback = watch.on_progress
     details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": watch.events}
+    details["phases"] = watch.phases
     start = utcnow()
     urls = (source_url, destination_url)
     look = ArrivalLook(ctx, urls, size=size, checksum=checksum, expected=expected_checksum, grace=arrived_grace)
@@ -165,6 +167,7 @@ def transfer_file(
     try:
         copy = _copy_call(ctx, params, urls, copy_returned)
         guard.run(copy, arrived_look=look if size else None, arrived_grace=arrived_grace)  # "all bytes" needs the size
+        watch.mark("returned")
     except Arrived as arrived:
         peer_ends()
         return arrived.verdict
@@ -184,6 +187,7 @@ def transfer_file(
     outcome = FileOutcome(source_url, destination_url, size, start, end, True, "", mode_done, agreed, details)
     if checked_here:
         _checksums_compared(ctx, guard, outcome, checksum=checksum, expected=expected_checksum)
+    watch.mark("ended")
     return outcome
 
 
@@ -262,6 +266,15 @@ class _CopyWatch:
         self.guard, self.progress = guard, progress
         self.events: list[str] = []
         self.copy_types: list[str] = []
+        # Seconds from the copy's call to its first byte and to its last (as gfal2 reported them: progress comes
+        # every few seconds, a copy shorter than that reports none), to the call's return, and to the probe's end
+        # (checksums compared); None: not reached. Where a slow copy spent its time (bench/probes.py).
+        self.began = time.monotonic()
+        self.phases: dict[str, float | None] = dict.fromkeys(("first_byte", "all_bytes", "returned", "ended"))
+
+    def mark(self, phase: str) -> None:
+        if self.phases[phase] is None:
+            self.phases[phase] = round(time.monotonic() - self.began, 3)
 
     @property
     def copy_type(self) -> str:
@@ -276,7 +289,11 @@ class _CopyWatch:
 
     def on_progress(self, *marker: Any) -> None:  # source, destination, average, instant, bytes so far, elapsed
         done = int(marker[4])
+        if done:
+            self.mark("first_byte")
         self.guard.moved(done)
+        if self.guard.arrived_at is not None:
+            self.mark("all_bytes")
         if self.progress is not None:
             self.progress(done)
 
