@@ -168,6 +168,8 @@ def transfer_file(
         copy = _copy_call(ctx, params, urls, copy_returned)
         guard.run(copy, arrived_look=look if size else None, arrived_grace=arrived_grace)  # "all bytes" needs the size
         watch.mark("returned")
+        if look.arrived is not None:  # looked at before it came back (and ended by its call)
+            details["arrived"] = look.arrived
     except Arrived as arrived:
         peer_ends()
         return arrived.verdict
