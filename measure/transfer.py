@@ -141,8 +141,6 @@ def transfer_file(
     `arrived_grace` s later ends on a look at its destination (measure.arrival). `copy_returned` is called in the
     copy's thread once gfal2's call returned, before the probe sees it: a seam for tests. `overwrite` stays off for
     the portal's copies: a name already there is someone else's file, and the copy fails as "destination exists"."""
-    if mode not in (None, "", *MODES):
-        raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = _copy_parameters(ctx, source_url, destination_url, mode=mode, streams=streams, timeout=timeout)
     params.overwrite = overwrite
     checked_here = _checksum_set(ctx, params, (source_url, destination_url), checksum, expected_checksum)
@@ -168,8 +166,7 @@ def transfer_file(
         copy = _copy_call(ctx, params, urls, copy_returned)
         guard.run(copy, arrived_look=look if size else None, arrived_grace=arrived_grace)  # "all bytes" needs the size
         watch.mark("returned")
-        if look.arrived is not None:  # looked at before it came back (and ended by its call)
-            details["arrived"] = look.arrived
+        details.update({"arrived": look.arrived} if look.arrived else {})  # looked at, then ended by its call
     except Arrived as arrived:
         peer_ends()
         return arrived.verdict
@@ -250,7 +247,9 @@ def _copy_parameters(
     ctx: Any, source_url: str, destination_url: str, *, mode: str | None, streams: int, timeout: int
 ) -> Any:
     """gfal2's transfer parameters of one copy, and the HTTP plugin's copy mode for a requested one (without the
-    fallback to streamed, so that the requested mode is done or fails)."""
+    fallback to streamed, so that the requested mode is done or fails); ValueError for a mode it does not know."""
+    if mode not in (None, "", *MODES):
+        raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = ctx.transfer_parameters()
     params.create_parent = True
     params.timeout = timeout
