@@ -11,6 +11,8 @@ created and migrated here) and starts its own worker (threads pool) on the queue
 portal's workers do not take its tasks. Aggregate throughput = bytes of all files / (last end - first start) of
 the copies; the portal's figure also includes the dispatch (from run_start to the run's end). The test file is
 made (once) before either side is timed; both sides copy it to fresh destination names with ADLER32 at both ends.
+Each side's per-copy timing spread is printed too (timing_spread: the phases of every copy, and each straggler's);
+the portal's phases come from its worker's log (runs.tasks logs each try's timeline at INFO).
 """
 
 from __future__ import annotations
