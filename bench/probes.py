@@ -11,13 +11,17 @@ created and migrated here) and starts its own worker (threads pool) on the queue
 portal's workers do not take its tasks. Aggregate throughput = bytes of all files / (last end - first start) of
 the copies; the portal's figure also includes the dispatch (from run_start to the run's end). The test file is
 made (once) before either side is timed; both sides copy it to fresh destination names with ADLER32 at both ends.
+Each side's per-copy timing spread is printed too (timing_spread: the phases of every copy, and each straggler's);
+the portal's phases come from its worker's log (runs.tasks logs each try's timeline at INFO).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -54,6 +58,35 @@ def span(intervals: list[tuple[datetime, datetime]]) -> float:
     return (max(end for _, end in intervals) - min(start for start, _ in intervals)).total_seconds()
 
 
+PHASES = ("waited", "first_byte", "all_bytes", "returned", "ended")
+
+
+def timing_spread(side: str, copies: list[dict[str, Any]]) -> None:
+    """Each copy's phases, in seconds: `waited` from its submission (the bare pool's, or the portal's dispatch) to
+    its copy call; then from that call, gfal2's first and last byte reported (progress comes every few seconds), the
+    call's return and the probe's end; `total` from submission to the end. Prints median, p90 and max of each, and
+    every copy whose total is 1.5 times the median or more (a straggler) with its own phases."""
+
+    def quantiles(values: list[float]) -> str:
+        if not values:
+            return "none"
+        ordered = sorted(values)
+        p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+        return f"{statistics.median(ordered):.1f}/{p90:.1f}/{ordered[-1]:.1f}"
+
+    columns = [c for c in ("queued", *PHASES, "recorded", "total") if any(x.get(c) is not None for x in copies)]
+    print(
+        f"  {side} per copy, s (median/p90/max): "
+        + ", ".join(f"{c} {quantiles([x[c] for x in copies if x.get(c) is not None])}" for c in columns)
+    )
+    totals = [x["total"] for x in copies if x.get("total") is not None]
+    median = statistics.median(totals) if totals else 0.0
+    for x in sorted(copies, key=lambda x: -(x.get("total") or 0.0)):
+        if median and (x.get("total") or 0.0) >= 1.5 * median:
+            phases = ", ".join(f"{c} {x[c]}" for c in columns if x.get(c) is not None)
+            print(f"  {side} straggler {x['name']} ({x['total'] / median:.2f} x the median): {phases}")
+
+
 def bare(source: str, destinations: list[str], mode: str, streams: int, size: int) -> tuple[float, list[Any]]:
     """The same copies with gfal2 alone: a thread pool, one context per copy, the same parameters and the same
     bounds as a run's (its timeouts, the stall guard, a copy left behind by later ones on its link stopped, a copy
@@ -73,9 +106,54 @@ def bare(source: str, destinations: list[str], mode: str, streams: int, size: in
         )
 
     started = time.monotonic()
+    submitted = time.time()
     with ThreadPoolExecutor(max_workers=len(destinations)) as pool:
         outcomes = list(pool.map(copy, destinations))
-    return time.monotonic() - started, outcomes
+    wall = time.monotonic() - started
+    copies = []
+    for o in outcomes:
+        waited = o.start.timestamp() - submitted
+        phases = o.details.get("phases", {})
+        ended = phases.get("ended") or phases.get("returned") or (o.end - o.start).total_seconds()
+        copies.append(
+            {
+                "name": o.destination_url.rsplit("/", 1)[-1],
+                "waited": round(waited, 3),
+                **phases,
+                "total": round(waited + ended, 3),
+            }
+        )
+    timing_spread("bare", copies)
+    return wall, outcomes
+
+
+TIMELINE = re.compile(r"file (?P<file>\d+) try \d+: timeline (?P<timeline>\{.*\})")
+
+
+def portal_copies(files: list[Any], timelines: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The portal's copies for timing_spread: `waited` from the file's dispatch (its task sent) to its copy call,
+    split in `queued` (to the worker's receipt) and `claimed` (from there to the call); the phases from the worker's
+    timeline line."""
+    copies = []
+    for f in files:
+        line = timelines.get(f.pk)
+        if line is None or f.dispatched_at is None:
+            continue
+        queued = line["received"] - f.dispatched_at.timestamp()
+        waited = queued + line["started"]
+        phases = {k: line.get(k) for k in PHASES[1:]}
+        ended = phases.get("ended") or phases.get("returned") or 0.0
+        copies.append(
+            {
+                "name": f"file {f.pk}",
+                "queued": round(queued, 3),
+                "waited": round(waited, 3),
+                **phases,
+                "recorded": line.get("recorded"),
+                "total": round(waited + ended, 3),
+            }
+        )
+    return copies
 
 
 def main() -> None:
@@ -134,7 +212,7 @@ def main() -> None:
     env = {**os.environ, "DISPATCH_HEARTBEAT": "5"}
     argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "threads"]
     argv += ["--concurrency", str(args.files + 8), "-Q", QUEUE, "-n", f"bench-probes-{stamp}@%h"]
-    argv += ["--without-gossip", "--without-mingle", "-l", "warning"]
+    argv += ["--without-gossip", "--without-mingle", "-l", "info"]  # info: each copy's timeline (runs.tasks)
     with app.connection_for_write() as conn, contextlib.suppress(Exception):  # the queue may not exist yet
         conn.default_channel.queue_purge(QUEUE)
     worker_log = workdir / "worker.log"
@@ -192,10 +270,14 @@ def main() -> None:
             with worker_log.open("rb") as log:
                 log.seek(log_from)
                 lines = log.read().decode(errors="replace").splitlines()
+            timelines: dict[int, dict[str, Any]] = {}
             for line in lines:
                 if "gfal2's copy call had not returned" in line:  # runs.tasks: a copy looked at (measure.arrival)
                     print("  portal:", line.split("WARNING/")[-1][:300])
+                if found := TIMELINE.search(line):  # runs.tasks: each try's timeline, the last try's kept
+                    timelines[int(found["file"])] = json.loads(found["timeline"])
             files = list(RunFile.objects.filter(run=run))
+            timing_spread("portal", portal_copies(files, timelines))
             done = [f for f in files if f.state == "done"]
             portal_bytes = sum(f.bytes for f in done)
             copies_rate = portal_bytes / span([(f.start, f.end) for f in done]) if done else 0.0

@@ -129,6 +129,7 @@ class ArrivalLook:
         self.looks = 0
         self.start: Any = None  # the copy's start, and its details and mode, given by transfer_file
         self.details: dict[str, Any] = {}
+        self.arrived: dict[str, Any] | None = None  # what the last look found
         self.mode: Callable[[], str] = lambda: ""
 
     def __call__(self) -> FileOutcome | None:
@@ -139,7 +140,9 @@ class ArrivalLook:
             within=ARRIVED_CHECK, ask_server=self.looks == 1,
         )  # fmt: skip
         end = utcnow()
-        self.details["arrived"] = {
+        # The look runs beside the call (measure.stall): the copy's own details are not touched here, the caller takes
+        # `arrived` once the call is back, a verdict carries a copy of them.
+        self.arrived = {
             "grace": self.grace,
             "looks": self.looks,
             "checked_seconds": round((end - began).total_seconds(), 3),
@@ -150,19 +153,16 @@ class ArrivalLook:
         if same is None:
             return None
         source_url, destination_url = self.urls
+        details = {**self.details, "arrived": self.arrived}
         if same:
-            self.details["call"] = (
-                f"abandoned: it had not returned {self.grace:.0f} s after all {self.size} bytes arrived"
-            )
+            details["call"] = f"abandoned: it had not returned {self.grace:.0f} s after all {self.size} bytes arrived"
             return FileOutcome(
-                source_url, destination_url, self.size, self.start, end, True, "", self.mode(), there, self.details
+                source_url, destination_url, self.size, self.start, end, True, "", self.mode(), there, details
             )
         threading.Thread(target=self.ctx.cancel, name="gfal2-cancel", daemon=True).start()
-        self.details.update(cause=STALLED, errno=None, cancelled=False)
+        details.update(cause=STALLED, errno=None, cancelled=False)
         error = (
             f"{STALLED}: all {self.size} bytes arrived but the copy had not returned {self.grace:.0f} s later, and its "
             f"destination is not the source's copy ({problem}), so the portal stopped it"
         )
-        return FileOutcome(
-            source_url, destination_url, 0, self.start, end, False, error, self.mode(), details=self.details
-        )
+        return FileOutcome(source_url, destination_url, 0, self.start, end, False, error, self.mode(), details=details)

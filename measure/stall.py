@@ -107,6 +107,24 @@ class Abandoned(Exception):
     """The operation was cancelled and did not come back in time: its thread is left to gfal2's own timeout."""
 
 
+class _Look:
+    """A look at a copy's destination (StallGuard.run's `arrived_look`) in a thread of its own, so that the guard
+    keeps watching the copy's call meanwhile and sees it return at once: a look may take 8 s (ARRIVED_CHECK; under
+    load many did, and their calls returned by themselves), and a call that returned during a look was seen only at
+    the look's end. `done` is set when the look has said; `verdict` is what it said."""
+
+    def __init__(self, look: Callable[[], Any]) -> None:
+        self.done, self.verdict = threading.Event(), None
+
+        def target() -> None:
+            try:
+                self.verdict = look()
+            finally:
+                self.done.set()
+
+        threading.Thread(target=target, name="arrival-look", daemon=True).start()
+
+
 class Arrived(Exception):
     """Every byte of the copy arrived, its call had not returned a grace later, and the caller's look told how the
     copy ended (`verdict`): the call's thread is left to gfal2, not cancelled."""
@@ -212,18 +230,20 @@ class StallGuard:
         threading.Thread(target=target, name="gfal2-operation", daemon=True).start()
         interval = min(1.0, self.seconds / 4) if self.seconds > 0 else 1.0
         stopped_at: float | None = None
-        while not returned.wait(interval):
+        look: _Look | None = None  # the look at the destination of a copy whose bytes all arrived, under way
+        while not returned.wait(0.1 if look is not None else interval):  # a look under way: its verdict soon
             now = time.monotonic()
             if stopped_at is None:
                 with self.lock:
                     quiet = now - self.last
                     limit = self.seconds if self.bytes else self.first_byte_within
                     arrived = self.arrived_at is not None and now - self.arrived_at >= arrived_grace
-                if arrived and arrived_look is not None and now >= self.next_look:
-                    verdict = arrived_look()
-                    if verdict is not None and not returned.is_set():  # a call back meanwhile says it itself
-                        raise Arrived(verdict)
-                    self.next_look = time.monotonic() + arrived_again
+                if arrived and arrived_look is not None and now >= self.next_look and look is None:
+                    look = _Look(arrived_look)  # beside the call: a call back meanwhile is seen at once
+                if look is not None and look.done.is_set():
+                    if look.verdict is not None and not returned.is_set():  # a call back meanwhile says it itself
+                        raise Arrived(look.verdict)
+                    self.next_look, look = time.monotonic() + arrived_again, None
                 left_behind = self._left_behind()
                 if self.seconds > 0 and (quiet >= limit or left_behind):
                     self.fired, self.stuck, stopped_at = True, left_behind, now

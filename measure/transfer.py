@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -140,8 +141,6 @@ def transfer_file(
     `arrived_grace` s later ends on a look at its destination (measure.arrival). `copy_returned` is called in the
     copy's thread once gfal2's call returned, before the probe sees it: a seam for tests. `overwrite` stays off for
     the portal's copies: a name already there is someone else's file, and the copy fails as "destination exists"."""
-    if mode not in (None, "", *MODES):
-        raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = _copy_parameters(ctx, source_url, destination_url, mode=mode, streams=streams, timeout=timeout)
     params.overwrite = overwrite
     checked_here = _checksum_set(ctx, params, (source_url, destination_url), checksum, expected_checksum)
@@ -157,6 +156,7 @@ def transfer_file(
     params.event_callback = watch.on_event
     params.monitor_callback = watch.on_progress
     details: dict[str, Any] = {"requested_mode": mode or "", "streams": streams, "events": watch.events}
+    details["phases"] = watch.phases
     start = utcnow()
     urls = (source_url, destination_url)
     look = ArrivalLook(ctx, urls, size=size, checksum=checksum, expected=expected_checksum, grace=arrived_grace)
@@ -165,6 +165,8 @@ def transfer_file(
     try:
         copy = _copy_call(ctx, params, urls, copy_returned)
         guard.run(copy, arrived_look=look if size else None, arrived_grace=arrived_grace)  # "all bytes" needs the size
+        watch.mark("returned")
+        details.update({"arrived": look.arrived} if look.arrived else {})  # looked at, then ended by its call
     except Arrived as arrived:
         peer_ends()
         return arrived.verdict
@@ -184,6 +186,7 @@ def transfer_file(
     outcome = FileOutcome(source_url, destination_url, size, start, end, True, "", mode_done, agreed, details)
     if checked_here:
         _checksums_compared(ctx, guard, outcome, checksum=checksum, expected=expected_checksum)
+    watch.mark("ended")
     return outcome
 
 
@@ -244,7 +247,9 @@ def _copy_parameters(
     ctx: Any, source_url: str, destination_url: str, *, mode: str | None, streams: int, timeout: int
 ) -> Any:
     """gfal2's transfer parameters of one copy, and the HTTP plugin's copy mode for a requested one (without the
-    fallback to streamed, so that the requested mode is done or fails)."""
+    fallback to streamed, so that the requested mode is done or fails); ValueError for a mode it does not know."""
+    if mode not in (None, "", *MODES):
+        raise ValueError(f"mode must be one of {', '.join(MODES)} or None, not {mode!r}")
     params = ctx.transfer_parameters()
     params.create_parent = True
     params.timeout = timeout
@@ -262,6 +267,15 @@ class _CopyWatch:
         self.guard, self.progress = guard, progress
         self.events: list[str] = []
         self.copy_types: list[str] = []
+        # Seconds from the copy's call to its first byte and to its last (as gfal2 reported them: progress comes
+        # every few seconds, a copy shorter than that reports none), to the call's return, and to the probe's end
+        # (checksums compared); None: not reached. Where a slow copy spent its time (bench/probes.py).
+        self.began = time.monotonic()
+        self.phases: dict[str, float | None] = dict.fromkeys(("first_byte", "all_bytes", "returned", "ended"))
+
+    def mark(self, phase: str) -> None:
+        if self.phases[phase] is None:
+            self.phases[phase] = round(time.monotonic() - self.began, 3)
 
     @property
     def copy_type(self) -> str:
@@ -276,7 +290,11 @@ class _CopyWatch:
 
     def on_progress(self, *marker: Any) -> None:  # source, destination, average, instant, bytes so far, elapsed
         done = int(marker[4])
+        if done:
+            self.mark("first_byte")
         self.guard.moved(done)
+        if self.guard.arrived_at is not None:
+            self.mark("all_bytes")
         if self.progress is not None:
             self.progress(done)
 

@@ -9,6 +9,7 @@ settings.PROBE_CONTEXT names, never from the testbed itself.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import socket
 import threading
@@ -125,7 +126,7 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
     from measure.stall import peers as stall_peers
     from measure.transfer import transfer_file
 
-    received = time.monotonic()
+    received, received_at = time.monotonic(), time.time()
     file = engine.file_claim(file_id, attempt, self.request.id, _worker_name(self))
     logger.debug("file %s try %s: claimed in %.3f s", file_id, attempt, time.monotonic() - received)
     if file is None:
@@ -174,13 +175,16 @@ def transfer_file_task(self: Any, file_id: int, attempt: int) -> None:
         )
     finishing = time.monotonic()
     engine.file_finish(file_id, attempt, self.request.id, outcome)
-    logger.debug(
-        "file %s try %s: copy ended %.3f s ago, finish took %.3f s",
-        file_id,
-        attempt,
-        (utcnow() - outcome.end).total_seconds(),
-        time.monotonic() - finishing,
-    )
+    # Where a slow copy's time went (bench/probes.py reads these lines): the task received (epoch s), then seconds
+    # from there to the copy's start, gfal2's phases from the copy's start, and the record stored.
+    timeline = {
+        "received": round(received_at, 3),
+        "started": round(outcome.start.timestamp() - received_at, 3),
+        **outcome.details.get("phases", {}),
+        "recorded": round(time.monotonic() - received, 3),
+        "finish": round(time.monotonic() - finishing, 3),
+    }
+    logger.info("file %s try %s: timeline %s", file_id, attempt, json.dumps(timeline))
 
 
 def run_probe(run_id: int) -> None:
