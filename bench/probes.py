@@ -11,7 +11,10 @@ created and migrated here) and starts its own worker (threads pool) on the queue
 portal's workers do not take its tasks. Aggregate throughput = bytes of all files / (last end - first start) of
 the copies; the portal's figure also includes the dispatch (from run_start to the run's end). The test file is
 made (once) before either side is timed; both sides copy it to fresh destination names with ADLER32 at both ends.
-Each side's per-copy timing spread is printed too (timing_spread: the phases of every copy, and each straggler's);
+By default the sides run as warm, bare, portal, bare: an uncounted bare warm-up first (a run's first side was the
+slower one in every phase, whichever it was), then the portal between two bare sides, its rate over their mean
+(`--sides` changes the order: `--sides warm,portal,bare,portal`). Each side's destination files are deleted when it
+ends. Each side's per-copy timing spread is printed too (timing_spread: the phases of every copy, and each straggler's);
 the portal's phases come from its worker's log (runs.tasks logs each try's timeline at INFO).
 """
 
@@ -164,7 +167,12 @@ def main() -> None:
     parser.add_argument("--destination", default="t1a.root", help="testbed endpoint name")
     parser.add_argument("--mode", default="", help="pull, push, streamed, native or blank (gfal2 chooses)")
     parser.add_argument("--streams", type=int, default=1)
-    parser.add_argument("--portal-first", action="store_true", help="run the portal's side before the bare one")
+    parser.add_argument(
+        "--sides",
+        default="warm,bare,portal,bare",
+        help="the sides in order, comma-separated: warm (bare copies, not counted), bare, portal; the ratio is the "
+        "portal sides' mean rate over the bare sides' mean (default: a warm-up, then bare, portal, bare)",
+    )
     args = parser.parse_args()
 
     os.environ["DATABASE_URL"] = bench_database_url()
@@ -220,28 +228,36 @@ def main() -> None:
     processes.start(argv, pidfile=pidfile, logfile=worker_log, env=env, cwd=ROOT)
     dispatch.served_queues = lambda: {QUEUE}  # type: ignore[assignment]  # this run's worker only
     dispatch.DEFAULT_QUEUE = QUEUE
-    patterns = [f"**/bench-probes/bare-{stamp}"]
+    patterns = [f"**/bench-probes/*-{stamp}-*"]
+    sides = [side.strip() for side in args.sides.split(",") if side.strip()]
+    if not sides or set(sides) - {"warm", "bare", "portal"} or "bare" not in sides or "portal" not in sides:
+        raise SystemExit(f"--sides {args.sides!r}: give warm, bare and portal, with at least one bare and one portal")
     try:
         time.sleep(3)  # the worker connects
         print(f"{args.files} files of {args.size} MiB, {args.source} -> {args.destination}, mode {args.mode or 'auto'}")
 
-        destinations = [f"{destination_base}/bench-probes/bare-{stamp}/file-{i:05d}" for i in range(args.files)]
-        figures: dict[str, Any] = {}
+        figures: dict[str, Any] = {"bare": [], "portal": []}
 
-        def bare_side() -> None:
+        def bare_side(number: int, counted: bool = True) -> None:
+            name = f"{'bare' if counted else 'warm'}-{stamp}-{number}"
+            destinations = [f"{destination_base}/bench-probes/{name}/file-{i:05d}" for i in range(args.files)]
             bare_wall, outcomes = bare(source, destinations, args.mode, args.streams, size)
             failed = [o.error for o in outcomes if not o.ok]
             ok = [o for o in outcomes if o.ok]
             bare_rate = sum(o.bytes for o in ok) / span([(o.start, o.end) for o in ok]) if ok else 0.0
-            print(f"bare gfal2 thread pool: {bare_rate / 1e9:.3f} GB/s ({bare_wall:.1f} s wall, {len(failed)} failed)")
+            what = "bare gfal2 thread pool" if counted else "warm-up (bare, not counted)"
+            print(f"{what}: {bare_rate / 1e9:.3f} GB/s ({bare_wall:.1f} s wall, {len(failed)} failed)")
             # Copies whose bytes all arrived and whose call did not return (measure.arrival): how they ended.
             for o in outcomes:
                 if "arrived" in o.details:
                     look = o.details["arrived"]
                     print(f"  bare: all bytes arrived, no return {look['grace']} s later: {look} -> ok={o.ok}")
-            figures.update(bare_wall=bare_wall, bare_rate=bare_rate, failed=failed)
+            for directory in (bed.site_dir(destination_key) / "data").glob(f"**/bench-probes/{name}"):
+                shutil.rmtree(directory, ignore_errors=True)  # the next side writes on an equally full disk
+            if counted:
+                figures["bare"].append({"wall": bare_wall, "rate": bare_rate, "failed": failed})
 
-        def portal_side() -> None:
+        def portal_side(number: int, counted: bool = True) -> None:
             started = time.monotonic()
             run = run_start(
                 user=user,
@@ -286,35 +302,49 @@ def main() -> None:
                 f"{portal_bytes / portal_wall / 1e9:.3f} GB/s from run_start to the run's end ({portal_wall:.1f} s "
                 f"wall, {len(files) - len(done)} not done, {sum(f.attempt > 1 for f in files)} tried twice)"
             )
-            figures.update(
-                run=run,
-                done=done,
-                portal_wall=portal_wall,
-                copies_rate=copies_rate,
-                portal_rate=portal_bytes / portal_wall,
+            figures["portal"].append(
+                {
+                    "run": run,
+                    "done": done,
+                    "wall": portal_wall,
+                    "rate": copies_rate,
+                    "rate_all": portal_bytes / portal_wall,
+                }
             )
+            data = bed.site_dir(destination_key) / "data"
+            for directory in data.glob(f"**/portal-runs/{run.directory}"):
+                shutil.rmtree(directory, ignore_errors=True)
 
-        # The side that runs second may find the servers' caches warm: --portal-first swaps them, to tell the order
-        # from the portal's own cost.
-        for side in (portal_side, bare_side) if args.portal_first else (bare_side, portal_side):
-            side()
-        bare_rate, bare_wall, failed = figures["bare_rate"], figures["bare_wall"], figures["failed"]
-        copies_rate, portal_rate, portal_wall = figures["copies_rate"], figures["portal_rate"], figures["portal_wall"]
-        run, done = figures["run"], figures["done"]
-        order = "portal first" if args.portal_first else "bare first"
+        # Whichever side ran first used to be the slower one, in every phase (a run's first side found the servers
+        # cold): a warm-up side that is not counted comes first, and bare sides on both sides of the portal's cancel
+        # a drift over the bench's minutes.
+        for number, side in enumerate(sides):
+            print(f"-- side {number + 1} of {len(sides)}: {side}")
+            (portal_side if side == "portal" else bare_side)(number, counted=side != "warm")
+        bare_rate = statistics.mean(b["rate"] for b in figures["bare"])
+        copies_rate = statistics.mean(p["rate"] for p in figures["portal"])
+        portal_rate = statistics.mean(p["rate_all"] for p in figures["portal"])
+        bare_wall = statistics.mean(b["wall"] for b in figures["bare"])
+        portal_wall = statistics.mean(p["wall"] for p in figures["portal"])
+        failed = [error for b in figures["bare"] for error in b["failed"]]
+        order = ",".join(sides)
+        each = ", ".join(f"{b['rate'] / 1e9:.3f}" for b in figures["bare"])
         if bare_rate:
             print(
-                f"ratio portal/bare ({order}): {copies_rate / bare_rate:.3f} over the copies, "
+                f"ratio portal/bare ({order}; bare sides {each} GB/s): {copies_rate / bare_rate:.3f} over the copies, "
                 f"{portal_rate / bare_rate:.3f} including dispatch (goal >= 0.90)"
             )
         else:
             print(f"ratio portal/bare ({order}): none, no bare copy succeeded")
-        dispatch = RunFile.objects.filter(run=run).aggregate(latency=Avg(F("start") - F("dispatched_at")))["latency"]
+        done = [f for p in figures["portal"] for f in p["done"]]
+        runs = [p["run"] for p in figures["portal"]]
+        dispatch = RunFile.objects.filter(run__in=runs).aggregate(latency=Avg(F("start") - F("dispatched_at")))
+        latency = dispatch["latency"]
         gaps = sorted((f.start - f.dispatched_at).total_seconds() for f in done if f.dispatched_at)
         print(
             f"dispatch overhead per file: {(portal_wall - bare_wall) / args.files * 1000:.1f} ms of wall time "
             f"(portal wall - bare wall) / files; task sent -> copy started: mean "
-            f"{(dispatch.total_seconds() if dispatch else 0) * 1000:.1f} ms, median "
+            f"{(latency.total_seconds() if latency else 0) * 1000:.1f} ms, median "
             f"{statistics.median(gaps) * 1000 if gaps else 0:.1f} ms, max {max(gaps, default=0) * 1000:.1f} ms"
         )
         if failed:
