@@ -29,7 +29,7 @@ from .choices import Origin
 from .failures.causes import failure_categorize_records, failure_categorize_rows
 from .models import ERROR_MESSAGE_LENGTH, NetworkMeasurement, OptimizerDecision, TransferRecord
 from .store.attribution import batch_attribute_sql
-from .store.keys import batch_claim_sql, origin_key, transfer_key
+from .store.keys import batch_claim_sql, keys_copy_adapt, origin_key, transfer_key
 from .store.partitions import partitions_for_ends
 from .store.rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
 from .store.rows import DecisionRow, RecordRow
@@ -181,6 +181,7 @@ def _rows_store(rows: Sequence[tuple[object, ...]]) -> int:
         cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [RECORDS_LOCK])
         cursor.execute("DROP TABLE IF EXISTS pg_temp.record_batch")
         cursor.execute(_BATCH_CREATE)
+        keys_copy_adapt(cursor.cursor)
         with cursor.cursor.copy("COPY record_batch FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_copy_types())
             for index, row in enumerate(rows):

@@ -17,9 +17,12 @@ transfer key of an origin id already stored) are given back, a second statement 
 from __future__ import annotations
 
 from hashlib import md5
-from uuid import UUID
+from typing import Any
 
 from django.db import connection
+from psycopg import postgres
+from psycopg.adapt import Buffer, Dumper
+from psycopg.pq import Format
 
 ORIGIN_KEY = (
     "md5('o' || chr(31) || {r}.origin || chr(31) || coalesce({r}.experiment_id::text, '') || chr(31) || "
@@ -28,19 +31,36 @@ ORIGIN_KEY = (
 TRANSFER_KEY = "md5('t' || chr(31) || coalesce({r}.experiment_id::text, '') || chr(31) || {r}.transfer_key)::uuid"
 
 
-def origin_key(origin: str, experiment_id: int | None, origin_id: str) -> UUID:
-    """ORIGIN_KEY of a row, computed by the writer (the batch's keys come with its COPY: hashing 10,000 keys in SQL
-    took a tenth of a batch's time in PostgreSQL). A test keeps the two the same."""
+def origin_key(origin: str, experiment_id: int | None, origin_id: str) -> bytes:
+    """ORIGIN_KEY of a row, its 16 bytes, computed by the writer (the batch's keys come with its COPY: hashing
+    10,000 keys in SQL took a tenth of a batch's time in PostgreSQL). A test keeps the two the same."""
     text = f"o\x1f{origin}\x1f{'' if experiment_id is None else experiment_id}\x1f{origin_id}"
-    return UUID(bytes=md5(text.encode(), usedforsecurity=False).digest())
+    return md5(text.encode(), usedforsecurity=False).digest()
 
 
-def transfer_key(experiment_id: int | None, key: str) -> UUID | None:
+def transfer_key(experiment_id: int | None, key: str) -> bytes | None:
     """TRANSFER_KEY of a row (None when its transfer key is blank), as origin_key."""
     if not key:
         return None
     text = f"t\x1f{'' if experiment_id is None else experiment_id}\x1f{key}"
-    return UUID(bytes=md5(text.encode(), usedforsecurity=False).digest())
+    return md5(text.encode(), usedforsecurity=False).digest()
+
+
+class _KeyDumper(Dumper):
+    """A key's 16 bytes as a uuid of a binary COPY, as they are (a uuid's binary form is its 16 bytes): no
+    uuid.UUID made per key."""
+
+    format = Format.BINARY
+    oid = postgres.types["uuid"].oid
+
+    def dump(self, obj: Any) -> Buffer:
+        return obj  # type: ignore[no-any-return]
+
+
+def keys_copy_adapt(cursor: Any) -> None:
+    """Make the uuid columns of a binary COPY on this psycopg cursor (after copy.set_types) take the 16 bytes of
+    origin_key and transfer_key: for this cursor only."""
+    cursor.adapters.register_dumper(None, _KeyDumper)
 
 
 # record_claim: one row per origin key of the batch (its first row), whether it claimed that key, its transfer key,
