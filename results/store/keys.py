@@ -31,14 +31,14 @@ ORIGIN_KEY = (
 TRANSFER_KEY = "md5('t' || chr(31) || coalesce({r}.experiment_id::text, '') || chr(31) || {r}.transfer_key)::uuid"
 
 
-def origin_key(origin: str, experiment_id: int | None, origin_id: str) -> bytes:
+def origin_key(origin: object, experiment_id: object, origin_id: object) -> bytes:
     """ORIGIN_KEY of a row, its 16 bytes, computed by the writer (the batch's keys come with its COPY: hashing
     10,000 keys in SQL took a tenth of a batch's time in PostgreSQL). A test keeps the two the same."""
     text = f"o\x1f{origin}\x1f{'' if experiment_id is None else experiment_id}\x1f{origin_id}"
     return md5(text.encode(), usedforsecurity=False).digest()
 
 
-def transfer_key(experiment_id: int | None, key: str) -> bytes | None:
+def transfer_key(experiment_id: object, key: object) -> bytes | None:
     """TRANSFER_KEY of a row (None when its transfer key is blank), as origin_key."""
     if not key:
         return None
@@ -53,8 +53,8 @@ class _KeyDumper(Dumper):
     format = Format.BINARY
     oid = postgres.types["uuid"].oid
 
-    def dump(self, obj: Any) -> Buffer:
-        return obj  # type: ignore[no-any-return]
+    def dump(self, obj: bytes) -> Buffer:
+        return obj
 
 
 def keys_copy_adapt(cursor: Any) -> None:
