@@ -24,6 +24,8 @@ class Registry:
     experiments: dict[str, int] = field(default_factory=dict)
     experiment_names: dict[int, str] = field(default_factory=dict)
     network: dict[str, int] = field(default_factory=dict)
+    # The host of each scheme://authority met in the batch: a batch's tens of thousands of URLs name a few doors.
+    hosts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls) -> Registry:
@@ -56,7 +58,13 @@ class Registry:
     def storage_of_url(self, url: str, rse: Any = None, *, experiment_id: int | None = None) -> StorageOfUrl:
         """The host of a storage URL and its site and endpoint (storage())."""
         match = self.endpoints.match(url, experiment_id=experiment_id, rse=rse)
-        return (url_host(url), *(match or (None, None)))
+        start = url.find("//")
+        start = url.find("/", start + 2) if start >= 0 else -1
+        authority = url if start < 0 else url[:start]  # the host is read from it alone (sites.matching.url_parts)
+        host = self.hosts.get(authority)
+        if host is None:
+            host = self.hosts[authority] = url_host(authority)
+        return (host, *(match or (None, None)))
 
     def network_site(self, address: str) -> int | None:
         address = address.lower()

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from django.db import connection, transaction
 
+from results.ingest_counts import ingest_counts_add
 from results.services import RECORDS_LOCK, record_rows_store
 from results.store.attribution import records_attribute_moved
 from results.store.rollups import ROLLUP_COLUMNS, rollup_add_sql
@@ -120,7 +121,29 @@ def ingest_items(
     result = IngestResult()
     if parse is None:  # FTS optimizer decisions, not records: ingest.optimizer
         optimizer_items_ingest(items=items, allowed=allowed, registry=registry, result=result)
-        return result
+    else:
+        _records_ingest(parse, items, registry=registry, allowed=allowed, default=default, result=result)
+    # Once per batch, after it is stored (a batch that fails counts nothing): the totals /metrics exports.
+    ingest_counts_add(
+        format=format,
+        accepted=result.accepted,
+        duplicates=result.duplicates,
+        skipped=result.skipped,
+        rejected=len(result.rejected),
+    )
+    return result
+
+
+def _records_ingest(
+    parse: Parser,
+    items: Sequence[Any],
+    *,
+    registry: Registry,
+    allowed: set[int] | None,
+    default: int | None,
+    result: IngestResult,
+) -> None:
+    """Parse the items into records and store them (one transaction); the outcome into result."""
     records: list[RecordRow] = []
     for index, item in enumerate(items):
         try:
@@ -150,7 +173,6 @@ def ingest_items(
         records.append(record)
     summary = record_rows_store(rows=records)
     result.accepted, result.duplicates = summary.stored, summary.duplicates
-    return result
 
 
 # --- records of hosts registered later -------------------------------------------------------------------------

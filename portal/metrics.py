@@ -22,7 +22,7 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,23 @@ def ingest_records() -> Iterator[Metric]:
     for origin in (Origin.FTS, Origin.RUCIO, Origin.PERFSONAR):
         records.add_metric([origin.value], counts.get(origin.value, 0))
     yield records
+
+
+def ingest_messages() -> Iterator[Metric]:
+    """What DDM systems sent since the portal began, per format and outcome (results.ingest_counts: one row per
+    format, kept once per batch): a counter, so rate() gives messages and rejections per second."""
+    from results.ingest_counts import OUTCOMES, ingest_counts
+
+    messages = CounterMetricFamily(
+        "portal_ingest_messages",
+        "Messages DDM systems sent (API and STOMP) by format and outcome: accepted (stored), duplicates, skipped "
+        "(no transfer), rejected (bad items, listed by index in the answer)",
+        labels=["format", "outcome"],
+    )
+    for format, counts in sorted(ingest_counts().items()):
+        for outcome in OUTCOMES:
+            messages.add_metric([format, outcome], counts[outcome])
+    yield messages
 
 
 def stomp_lag() -> Iterator[Metric]:
@@ -151,6 +168,7 @@ COLLECTORS: dict[str, Callable[[], Iterator[Metric]]] = {
     "runs": runs_by_state,
     "files": files_in_flight,
     "ingest": ingest_records,
+    "ingest_messages": ingest_messages,
     "stomp": stomp_lag,
     "alerts": open_alerts,
     "agents": site_agents,

@@ -594,3 +594,6 @@ class NetworkMeasurement(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id}: {self.rate * 8 / 1e9:.3g} Gb/s"
+
+
+from .ingest_counts import IngestCount  # noqa: E402, F401  (a model in its own module, registered with the app's)

@@ -29,7 +29,7 @@ from .choices import Origin
 from .failures.causes import failure_categorize_records, failure_categorize_rows
 from .models import ERROR_MESSAGE_LENGTH, NetworkMeasurement, OptimizerDecision, TransferRecord
 from .store.attribution import batch_attribute_sql
-from .store.keys import batch_claim_sql
+from .store.keys import batch_claim_sql, keys_copy_adapt, origin_key, transfer_key
 from .store.partitions import partitions_for_ends
 from .store.rollups import RECORDS_LOCK, ROLLUP_COLUMNS, rollup_add_sql
 from .store.rows import DecisionRow, RecordRow
@@ -41,7 +41,8 @@ _record_values = attrgetter(*(field.attname for field in _RECORD_FIELDS))
 _COLUMN_LIST = ", ".join(f'"{column}"' for column in RECORD_COLUMNS)
 _BATCH_CREATE = f"""
 CREATE TEMP TABLE record_batch ON COMMIT DROP AS
-SELECT 0::int AS ord, {_COLUMN_LIST} FROM results_transferrecord WITH NO DATA
+SELECT 0::int AS ord, {_COLUMN_LIST}, NULL::uuid AS origin_key, NULL::uuid AS transfer_hash
+FROM results_transferrecord WITH NO DATA
 """
 # The rows whose identities this batch claimed (results.store.keys: the claim is where concurrent writers meet,
 # wait for each other and skip what the other stored; a deadlock left, crossing keys, is retried), with the activity
@@ -52,17 +53,20 @@ _STORED = ", ".join(
     for column in RECORD_COLUMNS
 )
 _STORED = f"SELECT {_STORED} FROM record_batch AS b JOIN record_claim AS w ON w.ord = b.ord AND w.won"
-_BATCH_INSERT = f"INSERT INTO results_transferrecord ({_COLUMN_LIST}) {_STORED} ORDER BY b.ord"
-# What the rollups read of the stored rows (four times: a narrow table is read faster than the join again).
-_ROLLED = ", ".join(
-    "coalesce(w.activity_id, b.activity_id) AS activity_id" if column == "activity_id" else f"b.{column}"
-    for column in ROLLUP_COLUMNS.split(", ")
-)
+# What the rollups read of the stored rows (four times: a narrow table is read faster than the join again), kept
+# as the INSERT returns them.
 _ROLLED_CREATE = (
-    f"CREATE TEMP TABLE record_stored ON COMMIT DROP AS SELECT {_ROLLED} "
-    "FROM record_batch AS b JOIN record_claim AS w ON w.ord = b.ord AND w.won"
+    f"CREATE TEMP TABLE record_stored ON COMMIT DROP AS SELECT {ROLLUP_COLUMNS} FROM record_batch WITH NO DATA"
 )
+_BATCH_INSERT = f"""
+WITH inserted AS (
+    INSERT INTO results_transferrecord ({_COLUMN_LIST}) {_STORED} ORDER BY b.ord RETURNING {ROLLUP_COLUMNS}
+)
+INSERT INTO record_stored SELECT * FROM inserted
+"""
 _END = RECORD_COLUMNS.index("end")
+_EXPERIMENT, _ORIGIN = RECORD_COLUMNS.index("experiment_id"), RECORD_COLUMNS.index("origin")
+_ORIGIN_ID, _TRANSFER_KEY = RECORD_COLUMNS.index("origin_id"), RECORD_COLUMNS.index("transfer_key")
 DEADLOCK_RETRIES = 3
 
 
@@ -167,7 +171,8 @@ def _rows_store_retried(rows: Sequence[tuple[object, ...]]) -> StoreSummary:
 def _copy_types() -> tuple[str, ...]:
     """The PostgreSQL type of each column of record_batch, for a binary COPY (half the time of a text one: no
     number or time is formatted and parsed again)."""
-    return ("integer", *(re.sub(r"\(.*\)", "", str(field.db_type(connection))) for field in _RECORD_FIELDS))
+    columns = (re.sub(r"\(.*\)", "", str(field.db_type(connection))) for field in _RECORD_FIELDS)
+    return ("integer", *columns, "uuid", "uuid")
 
 
 @transaction.atomic
@@ -176,19 +181,28 @@ def _rows_store(rows: Sequence[tuple[object, ...]]) -> int:
         cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [RECORDS_LOCK])
         cursor.execute("DROP TABLE IF EXISTS pg_temp.record_batch")
         cursor.execute(_BATCH_CREATE)
-        with cursor.cursor.copy(f"COPY record_batch (ord, {_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)") as copy:
+        keys_copy_adapt(cursor.cursor)
+        with cursor.cursor.copy("COPY record_batch FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_copy_types())
             for index, row in enumerate(rows):
-                copy.write_row((index, *row))
+                experiment = row[_EXPERIMENT]
+                copy.write_row(
+                    (
+                        index,
+                        *row,
+                        origin_key(row[_ORIGIN], experiment, row[_ORIGIN_ID]),
+                        transfer_key(experiment, row[_TRANSFER_KEY]),
+                    )
+                )
         stored = batch_claim_sql()
         if not stored:
             return 0
         batch_attribute_sql()
         # The references (sites, endpoints, experiment, run) are checked once for the whole statement, by the
         # table's trigger (migration 0020), as they go in.
-        cursor.execute(_BATCH_INSERT)
         cursor.execute("DROP TABLE IF EXISTS pg_temp.record_stored")
         cursor.execute(_ROLLED_CREATE)
+        cursor.execute(_BATCH_INSERT)
     rollup_add_sql(records=f"SELECT {ROLLUP_COLUMNS} FROM record_stored")
     return stored
 

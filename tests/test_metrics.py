@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ingest.consumer import consumer_status_write
 from portal import metrics
+from results.ingest_counts import ingest_counts_add
 from results.models import TransferRecord
 from runs.models import Run, RunFile
 from sites.agents import agent_enroll, agent_revoke
@@ -93,8 +94,11 @@ def test_the_figures_are_the_databases_at_scrape_time(client: Client, django_ass
         format="fts", destination="/topic/transfer.fts_monitoring_complete", lag_seconds=4.5, waiting=0
     )
 
+    ingest_counts_add(format="fts", accepted=7, duplicates=2, skipped=0, rejected=3)
+    ingest_counts_add(format="fts", accepted=1, duplicates=0, skipped=0, rejected=1)
+
     # Per part a transaction (a savepoint here, in the test's), its timeout, its release; one read per database part
-    # (runs, files, ingest, alerts, agents: the STOMP part reads the cache).
+    # (runs, files, ingest, ingest totals, alerts, agents: the STOMP part reads the cache).
     with django_assert_max_num_queries(len(metrics.COLLECTORS) * 3 + 5):
         body = scrape(client, HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content
     got = samples(body)
@@ -106,6 +110,10 @@ def test_the_figures_are_the_databases_at_scrape_time(client: Client, django_ass
     assert got[("portal_ingest_records_last_hour", (("origin", "fts"),))] == 2  # not the one of 2 hours ago
     assert got[("portal_ingest_records_last_hour", (("origin", "rucio"),))] == 1
     assert got[("portal_ingest_records_last_hour", (("origin", "perfsonar"),))] == 0
+    assert got[("portal_ingest_messages_total", (("format", "fts"), ("outcome", "accepted")))] == 8
+    assert got[("portal_ingest_messages_total", (("format", "fts"), ("outcome", "rejected")))] == 4
+    assert got[("portal_ingest_messages_total", (("format", "fts"), ("outcome", "duplicates")))] == 2
+    assert ("portal_ingest_messages_total", (("format", "rucio"), ("outcome", "rejected"))) not in got  # none sent
     assert got[("portal_alerts_open", (("kind", "throughput_drop"),))] == 2
     assert got[("portal_alerts_open", (("kind", "source_silent"),))] == 1
     assert got[("portal_alerts_open", (("kind", "no_traffic"),))] == 0

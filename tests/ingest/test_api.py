@@ -239,3 +239,30 @@ def test_another_experiments_token_cannot_make_the_real_message_a_duplicate(
     response = post(atlas_ddm, "fts", [FTS_COMPLETE])
     assert response.json() == {"accepted": 1, "duplicates": 0, "skipped": 0, "rejected": []}
     assert sorted(TransferRecord.objects.values_list("experiment__name", flat=True)) == ["ATLAS", "CMS"]
+
+
+def test_every_batch_adds_its_outcome_to_the_formats_totals_once_a_refused_body_nothing(
+    world: dict[str, Any], atlas_ddm: APIClient, django_assert_max_num_queries: Any
+) -> None:
+    """The totals /metrics exports (results.ingest_counts): accepted, duplicates, skipped and rejected items per
+    format, kept with one statement a batch; a body refused whole (not JSON, too large) stores and counts nothing."""
+    from results.ingest_counts import IngestCount, ingest_counts
+
+    batch: list[Any] = [fts_variant(i) for i in range(6)]
+    batch[2] = fts_variant(2, file_size="ten megabytes", f_size=None)
+    batch[4] = "not a message"
+    assert post(atlas_ddm, "fts", [*batch, batch[0]]).json()["accepted"] == 4
+    assert post(atlas_ddm, "fts", [batch[1], batch[5], {"tr_id": "x"}]).json()["duplicates"] == 2
+    assert atlas_ddm.post("/api/v1/ingest/fts/", data=b"{broken", content_type="application/json").status_code == 400
+    dune = client_for("ddm", experiment=world["dune"])
+    queued = {**copy.deepcopy(RUCIO_TRANSFER_DONE), "event_type": "transfer-queued"}
+    assert post(dune, "rucio", [queued, RUCIO_TRANSFER_DONE]).json()["skipped"] == 1
+    assert ingest_counts() == {
+        "fts": {"accepted": 4, "duplicates": 3, "skipped": 0, "rejected": 3},
+        "rucio": {"accepted": 1, "duplicates": 0, "skipped": 1, "rejected": 0},
+    }
+    with django_assert_max_num_queries(1):  # the counting itself, once for the batch
+        from results.ingest_counts import ingest_counts_add
+
+        ingest_counts_add(format="perfsonar", accepted=0, duplicates=0, skipped=0, rejected=7)
+    assert IngestCount.objects.get(format="perfsonar").rejected == 7

@@ -188,3 +188,25 @@ def test_the_consumer_survives_a_broker_restart_without_losing_or_doubling_a_mes
     assert "reconnecting" in text, text
     assert "over 2 connections" in text, text
     assert_queue_empty(rabbit)
+
+
+def test_the_consumers_header_parser_gives_the_headers_stomp_py_gives() -> None:
+    """ingest.consumer replaces stomp.py's header parser (the same result at a third of its cost): the two agree on a
+    real MESSAGE frame's headers, on STOMP's escapes, on a repeated header (the first wins), on a line without a
+    colon or without a name, and on an unknown escape (kept)."""
+    import stomp.utils
+
+    from ingest.consumer import STOMP_HEADERS_PARSE, stomp_headers_parse
+
+    assert stomp.utils.parse_headers is stomp_headers_parse  # what stomp.utils.parse_frame calls
+    frames = [
+        ["MESSAGE", "subscription:ingest", "destination:/queue/fts", "message-id:T_ingest@@session-x@@1",
+         "redelivered:false", "ack:T_1", "persistent:true", "content-length:2210"],
+        ["MESSAGE", "a\\cb:c\\\\d\\ne\\rf", "plain:x:y", "plain:second", "no colon here", ":no name", "odd:\\t\\"],
+        ["MESSAGE", "", "empty:"],
+    ]  # fmt: skip
+    for lines in frames:
+        assert stomp_headers_parse(lines, 1) == STOMP_HEADERS_PARSE(lines, 1)
+    assert stomp_headers_parse(frames[1], 1)["a:b"] == "c\\d\ne\rf"
+    frame = stomp.utils.parse_frame(b"MESSAGE\nack:T_7\nx:a\\cb\n\n{}")
+    assert frame is not None and frame.headers == {"ack": "T_7", "x": "a:b"} and frame.body == b"{}"

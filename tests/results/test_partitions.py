@@ -197,3 +197,33 @@ def test_beat_makes_the_month_of_records_left_in_the_default_partition(atlas: Ex
     made = partitions_ensure(now=datetime(2019, 7, 1, tzinfo=UTC))
     assert date(2019, 5, 1) in made
     assert partition_of(TransferRecord.objects.get(origin_id="stray").pk) == partition_name(date(2019, 5, 1))
+
+
+def test_the_writers_keys_are_the_sql_definitions_of_a_records_identity(atlas: Experiment) -> None:
+    """The batch writer hashes the keys in Python (results.store.keys.origin_key / transfer_key); retention, the
+    partition migration and bench/scale.py hash them in SQL (ORIGIN_KEY / TRANSFER_KEY). Both must give the same
+    key, or a stored record would not be found again: checked on the stored keys themselves, with non-ASCII ids,
+    and with records of no experiment."""
+    from results.store.keys import ORIGIN_KEY, TRANSFER_KEY, origin_key, transfer_key
+
+    records_store(
+        records=[
+            record(atlas, "tr-é/ü 1", transfer_key="req-1/job-1"),
+            record(None, "tr-2", transfer_key="rucio-ü/job-2"),  # type: ignore[arg-type]
+            record(atlas, "tr-3"),
+        ]
+    )
+    stored = set(RecordKey.objects.values_list("key", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT origin, experiment_id, origin_id, transfer_key, {ORIGIN_KEY.format(r='r')}, "
+            f"CASE WHEN transfer_key <> '' THEN {TRANSFER_KEY.format(r='r')} END FROM results_transferrecord AS r"
+        )
+        rows = cursor.fetchall()
+    assert len(rows) == 3
+    mine = set()
+    for origin, experiment, origin_id, key, sql_origin_key, sql_transfer_key in rows:
+        assert origin_key(origin, experiment, origin_id) == sql_origin_key.bytes
+        assert transfer_key(experiment, key) == (sql_transfer_key.bytes if sql_transfer_key else None)
+        mine |= {sql_origin_key} | ({sql_transfer_key} if sql_transfer_key else set())
+    assert stored == mine  # 3 origin keys and 2 transfer keys, exactly those the writer claimed
