@@ -149,6 +149,10 @@ class LinkCellSerializer(serializers.Serializer[Any]):
     failure_ratio = serializers.FloatField(allow_null=True)
     runs = serializers.ListField(child=serializers.IntegerField())
     top_error = serializers.CharField()
+    measured_by = serializers.CharField(
+        allow_null=True,
+        help_text='where its runs were measured: "measured at SITE by its agent", "measured by the portal\'s workers"',
+    )
 
 
 class LinkMatrixSerializer(serializers.Serializer[Any]):

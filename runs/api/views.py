@@ -21,6 +21,7 @@ from common.filters import IdFilter
 from common.services import service_call
 from common.units import is_whole_number
 from results.matrix.cells import SPLITS, link_matrix
+from results.matrix.measured import runs_agent_sites, runs_measured_label
 from results.models import TransferRecord
 from sites.permissions import PlanPermission
 
@@ -91,7 +92,9 @@ def _matrix_body(runs: QuerySet[Run], request: Request) -> dict[str, Any]:
         raise ValidationError({"split": [f"split by {', '.join(SPLITS)}, not {', '.join(split)}"]})
     run_ids = sorted(runs.values_list("pk", flat=True))
     cells = link_matrix(TransferRecord.objects.filter(run_id__in=run_ids), split=split)
-    return {"runs": run_ids, "split": split, "rows": [cell.as_row() for cell in cells]}
+    agent_sites = runs_agent_sites(run_ids)  # the challenge matrix's label, computed once (results.matrix.measured)
+    rows = [cell.as_row() | {"measured_by": runs_measured_label(cell.runs, agent_sites)} for cell in cells]
+    return {"runs": run_ids, "split": split, "rows": rows}
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Run]):

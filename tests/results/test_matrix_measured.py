@@ -22,6 +22,7 @@ from results.services import records_store
 from runs.models import Run
 from sites.agents import agent_enroll
 from sites.models import Experiment, Site
+from sites.roles import membership_grant
 
 pytestmark = pytest.mark.django_db
 
@@ -117,3 +118,16 @@ def test_the_matrix_page_csv_and_json_say_where_each_cell_was_measured(
     page = viewer.get("/results/tc/matrix/", {"resolution": resolution}).content.decode()
     assert page.count(f'<small class="measured">{escape(f"{AGENT}; {PORTAL}")}</small>') == 1
     assert page.count(f'<small class="measured">{escape(PORTAL)}</small>') == 1
+
+
+def test_the_runs_matrix_api_says_where_each_cell_was_measured(measured: dict[str, Any], client: Client) -> None:
+    user = get_user_model().objects.create_user("coordinator")
+    membership_grant(user=user, role="coordinator")
+    client.force_login(user)
+    both = f"{measured['by_agent'].pk},{measured['by_portal'].pk}"
+    rows = client.get("/api/v1/runs/matrix/", {"runs": both}).json()["rows"]
+    assert {(row["source"], row["destination"]): row["measured_by"] for row in rows} == {
+        ("CERN", "CNAF"): f"{AGENT}; {PORTAL}"
+    }
+    one = client.get(f"/api/v1/runs/{measured['by_agent'].pk}/matrix/").json()["rows"]
+    assert [row["measured_by"] for row in one] == [AGENT]
