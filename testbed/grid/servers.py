@@ -109,8 +109,11 @@ class ServersMixin(TestbedPart):
                 # (docs/testbed.md, "A copy that moved every byte and did not return"); with no job ever waiting,
                 # none is lost. Sites at the default (4) still meet it: measure/arrival.py copes.
                 "xrootd.chksum max 64 adler32",
-                # Native third-party copy: the destination pulls with xrdcp.
-                "ofs.tpc autorm xfr 8 pgm /usr/bin/xrdcp --server",
+                # Native third-party copy: the destination pulls with xrdcp. ttl: a source keeps a copy's
+                # authorization 15 s by default (XrdOfsTPCConfig.hh, maxTTL) waiting for the destination to come; under
+                # load a copy queued behind the destination's 8 (xfr) came later and failed with "[3010] ...
+                # authorization expired" (bench/probes.py, 2026-11-27, 1 of 160 copies).
+                "ofs.tpc autorm ttl 60 300 xfr 8 pgm /usr/bin/xrdcp --server",
             ]
         return lines
 
