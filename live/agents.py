@@ -31,8 +31,7 @@ def agents_now(*, site_ids: set[int], at: datetime) -> list[dict[str, Any]]:
     agents = SiteAgent.objects.filter(site_id__in=site_ids, revoked__isnull=True)
     rows = []
     for agent in agents.select_related("site").order_by("site__name", "name"):
-        heard = agent.last_seen or agent.created
-        age = max((at - heard).total_seconds(), 0.0)
+        age = agent.silent_seconds(at)
         rows.append(
             {
                 "site": agent.site.name,

@@ -149,17 +149,15 @@ def site_agents() -> Iterator[Metric]:
     in_flight = GaugeMetricFamily(
         "portal_agent_jobs_in_flight", "Jobs the enrolled agent said it was running at its last call", labels=labels
     )
-    agents = SiteAgent.objects.order_by("site__name", "name").values_list(
-        "site__name", "name", "revoked", "last_seen", "created", "in_flight"
-    )
-    for site, name, revoked, seen, created, jobs in agents:
-        enrolled.add_metric([site, name], 0 if revoked else 1)
-        if revoked:
+    for agent in SiteAgent.objects.select_related("site").order_by("site__name", "name"):
+        key = [agent.site.name, agent.name]
+        enrolled.add_metric(key, 0 if agent.revoked else 1)
+        if agent.revoked:
             continue
-        if seen is not None:
-            last_seen.add_metric([site, name], seen.timestamp())
-        silence.add_metric([site, name], max((now - (seen or created)).total_seconds(), 0.0))
-        in_flight.add_metric([site, name], jobs)
+        if agent.last_seen is not None:
+            last_seen.add_metric(key, agent.last_seen.timestamp())
+        silence.add_metric(key, agent.silent_seconds(now))
+        in_flight.add_metric(key, agent.in_flight)
     yield from (enrolled, last_seen, silence, in_flight)
 
 

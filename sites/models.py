@@ -3,6 +3,7 @@ and the roles and API tokens of the people and services that use the portal."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -208,3 +209,8 @@ class SiteAgent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.site.name}/{self.name}"
+
+    def silent_seconds(self, at: datetime) -> float:
+        """How long the agent has been silent at `at`: since its last call, or since its enrolment when it never
+        called (the now board's `agent_silent` and /metrics read this one figure)."""
+        return max((at - (self.last_seen or self.created)).total_seconds(), 0.0)
