@@ -1,6 +1,7 @@
 """Central services in the report: what FTS's optimizer did on each link (its decisions over the challenge, what
 limited the link by live.links' reading, `link_limited_by`, and the latest decision as the link panel shows it),
-failures by FTS's category, scope and phase over every experiment the reader may read, and the Rucio injection plans
+failures by FTS's category, scope and phase over every experiment the reader may read (up to the report's minute),
+and the Rucio injection plans
 the plan gives (challenges.injection)."""
 
 from __future__ import annotations
@@ -103,9 +104,10 @@ def optimizer_links(*, challenge: Challenge, user: Any, at: datetime, rows: list
     return found
 
 
-def fts_failures(*, challenge: Challenge, user: Any) -> list[dict[str, Any]]:
-    """Failures by FTS's category, scope and phase over every experiment the reader may read, most first."""
-    failures = failures_for_challenge(challenge=challenge, experiment_ids=experiment_ids_read(user=user))
+def fts_failures(*, challenge: Challenge, user: Any, at: datetime) -> list[dict[str, Any]]:
+    """Failures by FTS's category, scope and phase over every experiment the reader may read, of the report's
+    window (those that ended before `at`), most first."""
+    failures = failures_for_challenge(challenge=challenge, experiment_ids=experiment_ids_read(user=user), until=at)
     counts: Counter[tuple[str, str, str]] = Counter()
     for row in failures.fts_rows():
         counts[(row["category"], row["scope"], row["phase"])] += row["failures"]
@@ -119,7 +121,7 @@ def central_section(*, challenge: Challenge, user: Any, at: datetime, rows: list
     plans, problems = injection_plans(challenge=challenge, user=user)
     return {
         "links": optimizer_links(challenge=challenge, user=user, at=at, rows=rows),
-        "fts_failures": fts_failures(challenge=challenge, user=user),
+        "fts_failures": fts_failures(challenge=challenge, user=user, at=at),
         "injection_plans": [injection_plan_dict(plan) for plan in plans],
         "injection_problems": [injection_problem_dict(problem) for problem in problems],
     }

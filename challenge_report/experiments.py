@@ -61,11 +61,12 @@ def _place(row: dict[str, Any]) -> str:
     return f"{row['site']} {row['direction']}"
 
 
-def failure_anatomy(*, challenge: Challenge, experiment: Experiment, user: Any) -> dict[str, Any]:
-    """An experiment's failures in the challenge (results.failures, the failures page's reading): by the portal's
-    category, the links with most failures, FTS's category, scope and phase, the commonest messages, per hour."""
+def failure_anatomy(*, challenge: Challenge, experiment: Experiment, user: Any, at: datetime) -> dict[str, Any]:
+    """An experiment's failures in the challenge up to the report's minute `at` (results.failures, the failures
+    page's reading): by the portal's category, the links with most failures, FTS's category, scope and phase, the
+    commonest messages, per hour."""
     failures = failures_for_challenge(
-        challenge=challenge, experiment_ids=experiment_ids_read(user=user, chosen=experiment)
+        challenge=challenge, experiment_ids=experiment_ids_read(user=user, chosen=experiment), until=at
     )
     labels = dict(failures.categories)
     totals: dict[str, int] = defaultdict(int)
@@ -133,7 +134,7 @@ def experiments_section(
             name = f"rate-{slugify(experiment.name)}-{activity.pk}.png"
             figures[name] = rate_figure(activity_name=activity.name, rows=activity_rows, at=at)
             names.append(name)
-        anatomy = failure_anatomy(challenge=challenge, experiment=experiment, user=user)
+        anatomy = failure_anatomy(challenge=challenge, experiment=experiment, user=user, at=at)
         if anatomy["hourly"] and at > challenge.start:
             name = f"failures-{slugify(experiment.name)}.png"
             figures[name] = failures_figure(

@@ -324,10 +324,14 @@ class ChallengeFailures:
 
 
 def challenge_failed_records(
-    *, challenge: Challenge, experiment_ids: Collection[int] | None = None
+    *, challenge: Challenge, experiment_ids: Collection[int] | None = None, until: datetime | None = None
 ) -> QuerySet[TransferRecord]:
-    """The failed records of a challenge, of these experiments only (None for all, with those of no experiment)."""
+    """The failed records of a challenge, of these experiments only (None for all, with those of no experiment),
+    and of those that ended before `until` when it is given (a failure counts in the minute it ended, as the
+    rollups count it)."""
     records = TransferRecord.objects.filter(_challenge_records(challenge), state=RecordState.FAILED)
+    if until is not None:
+        records = records.filter(end__lt=until)
     return records if experiment_ids is None else records.filter(experiment_id__in=experiment_ids)
 
 
@@ -363,18 +367,26 @@ def _failure_rows_from_records(failed: QuerySet[TransferRecord]) -> FailureRows:
     return FailureRows(counts=list(counts), messages=list(messages), fts=list(fts), hourly=list(hourly))
 
 
-def failures_for_challenge(*, challenge: Challenge, experiment_ids: Collection[int] | None = None) -> ChallengeFailures:
+def failures_for_challenge(
+    *, challenge: Challenge, experiment_ids: Collection[int] | None = None, until: datetime | None = None
+) -> ChallengeFailures:
     """Counts per category, per FTS category, scope and phase, and the most common messages per link and mode,
     and failures per hour and category, of these experiments only (see challenge_failed_records): from the stored
     counts (results.store.failure_counts, a few rows whatever the number of records), or from the records when the
-    counts do not hold them all (a bulk load without failure_counts_rebuild), which the result says."""
+    counts do not hold them all (a bulk load without failure_counts_rebuild), which the result says.
+
+    `until`: only the failures that ended before it (a report taken before the challenge's end counts what happened
+    up to its minute). The stored counts have no time but the hour of the per-hour rows, so a cut before the
+    challenge's end reads the records (computed FROM_RECORDS); a cut at or after its end is the whole window."""
     if experiment_ids is not None and not experiment_ids:  # no experiment to read (and an empty IN cannot be SQL)
         return ChallengeFailures(links=[], categories=[], hourly={})
-    if failure_counts_complete(challenge.pk):
+    cut = until if until is not None and until < challenge.end else None
+    if cut is None and failure_counts_complete(challenge.pk):
         rows = failure_rows_stored(challenge_id=challenge.pk, experiment_ids=experiment_ids, top=TOP_MESSAGES)
         computed = STORED
     else:
-        rows = _failure_rows_from_records(challenge_failed_records(challenge=challenge, experiment_ids=experiment_ids))
+        failed = challenge_failed_records(challenge=challenge, experiment_ids=experiment_ids, until=cut)
+        rows = _failure_rows_from_records(failed)
         computed = FROM_RECORDS
     names = dict(Site.objects.values_list("id", "name"))
     links: dict[tuple[Any, ...], LinkCauses] = {}

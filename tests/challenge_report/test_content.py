@@ -119,3 +119,25 @@ def test_a_mid_challenge_report_reads_alerts_and_decisions_up_to_its_as_of_only(
     later = report_content(challenge=world.challenge, user=None, now=at(301))
     pic = next(link for link in later["central_services"]["links"] if link["destination"] == "PIC")
     assert pic["decisions"] == 2 and pic["limited_by"] == "destination"  # from 05:01 on, the 05:00 decision counts
+
+
+def test_a_mid_challenge_report_counts_the_failures_up_to_its_as_of_only(world: World) -> None:
+    """The three ATLAS failures ended at 00:31, 00:32 and 00:33: a report as of 00:32 counts the first only, in FTS's
+    causes of the central services and in ATLAS's failure anatomy (read from the records: the stored counts have
+    no time cut), as its targets' figures leave out the minutes from `at` on; at the end it counts all three."""
+    from datetime import timedelta
+
+    from .world import at
+
+    early = content_json(report_content(challenge=world.challenge, user=None, now=at(32) + timedelta(seconds=5)))
+    assert early["events_window"]["end"] == at(32).isoformat().replace("+00:00", "Z")
+    atlas = next(section for section in early["experiments"] if section["experiment"] == "ATLAS")
+    assert atlas["failures"]["failures"] == 1 and atlas["failures"]["computed"] == "records"
+    assert [row["failures"] for row in atlas["failures"]["fts_causes"]] == [1]
+    assert sum(row["failures"] for row in atlas["failures"]["hourly"]) == 1
+    assert [row["failures"] for row in early["central_services"]["fts_failures"]] == [1]
+
+    final = content_json(report_content(challenge=world.challenge, user=None))
+    atlas = next(section for section in final["experiments"] if section["experiment"] == "ATLAS")
+    assert atlas["failures"]["failures"] == 3 and atlas["failures"]["computed"] == "stored"
+    assert [row["failures"] for row in final["central_services"]["fts_failures"]] == [3]
