@@ -30,7 +30,7 @@ from .experiments import (
 )
 from .forms import ExperimentReportForms
 from .models import ExperimentReport
-from .views import forbidden, login_first
+from .views import forbidden, login_first, step_taken
 
 
 def _report(request: HttpRequest, slug: str, pk: int) -> ExperimentReport:
@@ -165,13 +165,9 @@ def experiment_report_step(request: HttpRequest, slug: str, pk: int, step: str) 
     if step not in STEPS:
         raise Http404(step)
     done, call = STEPS[step]
-    try:
-        call(user=request.user, report=report)
-    except PermissionDenied as exc:
-        return forbidden(request, str(exc))
-    except ValidationError as exc:
-        for message in exc.messages:
-            messages.error(request, message)
-    else:
-        messages.success(request, done)
-    return redirect("reports:experiment_detail", slug, report.pk)
+    return step_taken(
+        request,
+        call=lambda: call(user=request.user, report=report),
+        done=done,
+        then=redirect("reports:experiment_detail", slug, report.pk),
+    )

@@ -4,6 +4,8 @@ export)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -119,6 +121,21 @@ def login_first(request: HttpRequest) -> HttpResponse | None:
     return None
 
 
+def step_taken(request: HttpRequest, *, call: Callable[[], object], done: str, then: HttpResponse) -> HttpResponse:
+    """A report's step (submit, comment, accept, request changes) for a page: a refusal by the access policy is a
+    403 with its reason, a step the report's state does not allow is an error message on `then`, else `done` is."""
+    try:
+        call()
+    except PermissionDenied as exc:
+        return forbidden(request, str(exc))
+    except ValidationError as exc:
+        for message in exc.messages:
+            messages.error(request, message)
+    else:
+        messages.success(request, done)
+    return then
+
+
 def report_create(request: HttpRequest, slug: str) -> HttpResponse:
     """A new report of ?site=NAME (or of the one site the user administers)."""
     if (login := login_first(request)) is not None:
@@ -167,22 +184,13 @@ def report_step(request: HttpRequest, slug: str, pk: int, step: str) -> HttpResp
     }
     if step not in steps:
         raise Http404(step)
-    try:
-        steps[step]()
-    except PermissionDenied as exc:
-        return forbidden(request, str(exc))
-    except ValidationError as exc:
-        for message in exc.messages:
-            messages.error(request, message)
-    else:
-        done = {
-            "submit": "Report submitted to the coordinators.",
-            "comment": "Comment added.",
-            "accept": "Report accepted.",
-            "request-changes": "Changes requested from the site's admins.",
-        }
-        messages.success(request, done[step])
-    return redirect("reports:detail", slug, report.pk)
+    done = {
+        "submit": "Report submitted to the coordinators.",
+        "comment": "Comment added.",
+        "accept": "Report accepted.",
+        "request-changes": "Changes requested from the site's admins.",
+    }
+    return step_taken(request, call=steps[step], done=done[step], then=redirect("reports:detail", slug, report.pk))
 
 
 @read_access
