@@ -21,6 +21,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, F, Func, Q, QuerySet
 from django.db.models.functions import TruncHour
+from django.utils import timezone
 from plotly import colors
 
 from challenges.models import Activity, Challenge
@@ -37,7 +38,7 @@ from ..store.failure_counts import (
     failure_counts_complete,
     failure_rows_stored,
 )
-from ..store.rollups import RECORDS_LOCK
+from ..store.rollups import RECORDS_LOCK, minute_floor
 from ..store.rows import RecordRow
 
 CompiledRules = list[tuple[re.Pattern[str], str]]
@@ -375,12 +376,14 @@ def failures_for_challenge(
     counts (results.store.failure_counts, a few rows whatever the number of records), or from the records when the
     counts do not hold them all (a bulk load without failure_counts_rebuild), which the result says.
 
-    `until`: only the failures that ended before it (a report taken before the challenge's end counts what happened
-    up to its minute). The stored counts have no time but the hour of the per-hour rows, so a cut before the
-    challenge's end reads the records (computed FROM_RECORDS); a cut at or after its end is the whole window."""
+    `until`: only the failures that ended before it (a report counts what happened up to its minute). The stored
+    counts have no time but the hour of the per-hour rows, so a cut reads the records (computed FROM_RECORDS) when it
+    falls before the challenge's end and before the present's minute (a report rebuilt for an earlier minute); at
+    the present's minute the stored counts are read (they differ from the cut by the failures of the minute under
+    way only), and at or after the challenge's end they are the whole window."""
     if experiment_ids is not None and not experiment_ids:  # no experiment to read (and an empty IN cannot be SQL)
         return ChallengeFailures(links=[], categories=[], hourly={})
-    cut = until if until is not None and until < challenge.end else None
+    cut = until if until is not None and until < min(challenge.end, minute_floor(timezone.now())) else None
     if cut is None and failure_counts_complete(challenge.pk):
         rows = failure_rows_stored(challenge_id=challenge.pk, experiment_ids=experiment_ids, top=TOP_MESSAGES)
         computed = STORED

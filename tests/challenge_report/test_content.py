@@ -141,3 +141,24 @@ def test_a_mid_challenge_report_counts_the_failures_up_to_its_as_of_only(world: 
     atlas = next(section for section in final["experiments"] if section["experiment"] == "ATLAS")
     assert atlas["failures"]["failures"] == 3 and atlas["failures"]["computed"] == "stored"
     assert [row["failures"] for row in final["central_services"]["fts_failures"]] == [3]
+
+
+def test_failures_up_to_the_present_minute_are_read_from_the_stored_counts(world: World) -> None:
+    """A report of a running challenge is taken at the present's last whole minute: its failures come from the
+    stored counts (a few rows, whatever the records), not from the records; a cut at an earlier minute reads the
+    records."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from results.failures.causes import failures_for_challenge
+    from results.store.rollups import minute_floor
+
+    from .world import at
+
+    world.challenge.end = timezone.now() + timedelta(days=1)
+    world.challenge.save(update_fields=["end"])
+    present = failures_for_challenge(challenge=world.challenge, until=minute_floor(timezone.now()))
+    assert present.computed == "stored" and sum(link.total for link in present.links) == 3
+    earlier = failures_for_challenge(challenge=world.challenge, until=at(32))
+    assert earlier.computed == "records" and sum(link.total for link in earlier.links) == 1
