@@ -1,8 +1,7 @@
 """Central services in the report: what FTS's optimizer did on each link (its decisions over the challenge, what
 limited the link by live.links' reading, `link_limited_by`, and the latest decision as the link panel shows it),
 failures by FTS's category, scope and phase over every experiment the reader may read (up to the report's minute),
-and the Rucio injection plans
-the plan gives (challenges.injection)."""
+and the Rucio injection plans the plan gives (challenges.injection)."""
 
 from __future__ import annotations
 
