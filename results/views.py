@@ -281,7 +281,7 @@ def target_rates_page(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     challenge = target.activity.challenge
     rates = selectors.target_figures(challenge=challenge, target=target)
     if rates.so_far is not None:  # only the minutes that have passed: the future is no idle time
-        rates.minutes = [(minute, moved) for minute, moved in rates.minutes if minute < rates.so_far.at]
+        rates.series = rates.series[: rates.series_index(rates.so_far.at)]
     requested = request.GET.get("bin", "")
     bin_minutes = (
         int(requested)

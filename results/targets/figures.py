@@ -103,9 +103,10 @@ def _so_far(row: TargetRates, *, at: datetime, at_risk_fraction: float, recent_m
         row.stable_rate = None
         row.so_far = SoFar(at, 0.0, 0.0, 0.0, Projection(Verdict.NOT_STARTED, None, None))
         return
-    later = sum(moved for minute, moved in row.minutes if minute >= at)
+    passed = row.series_index(at)
+    later = sum(row.series[passed:])
     volume = max(row.volume - later - row.end_edge_bytes, 0.0)
-    before = [moved for minute, moved in row.minutes if minute < at]
+    before = row.series[:passed]
     row.recent = before[-recent_minutes:] if recent_minutes > 0 else []
     elapsed = (at - row.start).total_seconds()
     last_hour = _recent(before, volume, elapsed, minutes=60)

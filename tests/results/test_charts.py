@@ -28,8 +28,8 @@ def iso(moment: datetime) -> str:
 
 def ten_hours(**fields: Any) -> TargetRates:
     """A 10 h activity with a target of 2 GB/s: 1 GB/s every minute, 5 GB/s from minute 100 to 160."""
-    minutes = [(at(m), (5 if 100 <= m < 160 else 1) * 60 * GB) for m in range(600)]
-    rates = TargetRates(target=Target(rate=2 * GB), start=at(0), end=at(600), minutes=minutes)
+    series = [(5 if 100 <= m < 160 else 1) * 60 * GB for m in range(600)]
+    rates = TargetRates(target=Target(rate=2 * GB), start=at(0), end=at(600), series=series, series_first=at(0))
     for name, value in fields.items():
         setattr(rates, name, value)
     return rates
@@ -54,7 +54,11 @@ def test_bins_are_the_mean_rate_of_their_minutes() -> None:
 
 def test_a_short_last_bin_is_averaged_over_its_own_length() -> None:
     rates = TargetRates(
-        target=Target(rate=GB), start=at(0), end=at(15), minutes=[(at(m), 60 * GB * (m >= 10)) for m in range(15)]
+        target=Target(rate=GB),
+        start=at(0),
+        end=at(15),
+        series=[60 * GB * (m >= 10) for m in range(15)],
+        series_first=at(0),
     )
     series = rate_series(rates=rates, bin_minutes=10)
     assert series.rates == [0.0, pytest.approx(1 * GB)]
@@ -133,7 +137,7 @@ def test_the_histogram_counts_the_bins_and_marks_the_mean_and_the_target() -> No
 def test_a_histogram_of_one_sample_draws_one_bin_centred_on_it_in_the_middle_of_its_axis() -> None:
     """Plotly's own bins put 1.2 GB/s in [1, 2), against the axis' edge: one bin a tenth of the value wide, centred
     on it, on an axis from zero to twice the value, or further when the target line is further."""
-    rates = TargetRates(target=Target(rate=GB), start=at(0), end=at(10), minutes=[(at(m), 72 * GB) for m in range(10)])
+    rates = TargetRates(target=Target(rate=GB), start=at(0), end=at(10), series=[72 * GB] * 10, series_first=at(0))
     series = rate_series(rates=rates, bin_minutes=10)
     stats = throughput_stats(samples=series.rates)
     figure = charts.throughput_histogram(series=series, stats=stats, target_rate=GB)
